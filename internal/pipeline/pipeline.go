@@ -1,0 +1,285 @@
+// Package pipeline runs an ordered list of steps resumably: it records each
+// step's start, end, duration and last error in a state file written
+// atomically, skips the steps a previous run finished, and holds an
+// exclusive lock so that only one run happens at a time. A failure stops the
+// run and leaves everything done so far in place.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Step is one named, re-runnable piece of work.
+type Step interface {
+	Name() string
+	// Run does the step. It must be safe to run again after a crash at any
+	// point inside it.
+	Run(ctx context.Context, pc *Context) error
+}
+
+// Doner is a Step that can tell whether its effect is already in place.
+// The runner asks it before skipping a step recorded as done (a false
+// answer re-runs the step) and before running a step not yet recorded
+// (a true answer records it done without running it).
+type Doner interface {
+	Done(ctx context.Context, pc *Context) (bool, error)
+}
+
+// Context is what a step gets besides the context.Context.
+type Context struct {
+	Log      *slog.Logger
+	Progress Progress
+	// Index and Total place the current step (1-based) in the run.
+	Index, Total int
+	// Record is the current step's record as loaded (Attempts counts this
+	// attempt); steps may read it, the runner writes it.
+	Record StepRecord
+}
+
+// Phase is what happened to a step.
+type Phase string
+
+const (
+	PhaseStarted Phase = "started"
+	PhaseDone    Phase = "done"
+	PhaseSkipped Phase = "skipped" // done by an earlier run, or found in place
+	PhaseFailed  Phase = "failed"
+)
+
+// Event is one progress report.
+type Event struct {
+	Step         string
+	Index, Total int
+	Phase        Phase
+	Duration     time.Duration // for done and failed
+	Err          error         // for failed
+}
+
+// Progress receives the runner's events: STATUS lines, the console, a test.
+type Progress interface {
+	Update(Event)
+}
+
+// ProgressFunc adapts a function to Progress.
+type ProgressFunc func(Event)
+
+func (f ProgressFunc) Update(e Event) { f(e) }
+
+// Multi fans events out to several Progress values; nil entries are ignored.
+func Multi(ps ...Progress) Progress {
+	return ProgressFunc(func(e Event) {
+		for _, p := range ps {
+			if p != nil {
+				p.Update(e)
+			}
+		}
+	})
+}
+
+// Runner runs steps with a state file in Dir.
+type Runner struct {
+	// Dir holds the state file (state.json) and the lock (lock).
+	Dir      string
+	Steps    []Step
+	Log      *slog.Logger // default slog.Default()
+	Progress Progress     // may be nil
+	Now      func() time.Time
+}
+
+// StatePath is the state file in dir.
+func StatePath(dir string) string { return filepath.Join(dir, "state.json") }
+
+// LockPath is the lock file in dir.
+func LockPath(dir string) string { return filepath.Join(dir, "lock") }
+
+// StepError says which step failed.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e.Err) }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run takes the lock, runs every step not already done, and returns the
+// first failure as a *StepError. A *LockedError means another run holds the
+// lock.
+func (r *Runner) Run(ctx context.Context) error {
+	log := r.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	progress := r.Progress
+	if progress == nil {
+		progress = ProgressFunc(func(Event) {})
+	}
+	if err := checkNames(r.Steps); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return fmt.Errorf("creating state folder: %w", err)
+	}
+	lock, err := AcquireLock(LockPath(r.Dir))
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
+	statePath := StatePath(r.Dir)
+	st, err := LoadState(statePath)
+	if err != nil {
+		return err
+	}
+	st = reorder(st, r.Steps)
+	st.Started = now()
+	st.Finished = time.Time{}
+	if err := SaveState(statePath, st); err != nil {
+		return err
+	}
+
+	n := len(r.Steps)
+	for i, step := range r.Steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := step.Name()
+		rec := st.Step(name)
+		pc := &Context{Log: log.With("step", name), Progress: progress, Index: i + 1, Total: n}
+		doner, hasDone := step.(Doner)
+
+		if rec.State == StateDone {
+			redo := false
+			if hasDone {
+				done, err := doner.Done(ctx, pc)
+				if err != nil {
+					return r.fail(statePath, st, rec, pc, now(), fmt.Errorf("checking whether it is done: %w", err))
+				}
+				redo = !done
+			}
+			if !redo {
+				log.Info(fmt.Sprintf("step %s (%d/%d): already done", name, i+1, n))
+				progress.Update(Event{Step: name, Index: i + 1, Total: n, Phase: PhaseSkipped})
+				continue
+			}
+			log.Info(fmt.Sprintf("step %s (%d/%d): recorded done but its effect is gone; running it again", name, i+1, n))
+		} else if rec.State == StateRunning {
+			log.Info(fmt.Sprintf("step %s (%d/%d): interrupted in an earlier run; running it again", name, i+1, n))
+		}
+
+		start := now()
+		rec.State, rec.Started, rec.Ended, rec.Duration, rec.Skipped = StateRunning, start, time.Time{}, 0, false
+		rec.Attempts++
+		pc.Record = *rec
+		if err := SaveState(statePath, st); err != nil {
+			return err
+		}
+		progress.Update(Event{Step: name, Index: i + 1, Total: n, Phase: PhaseStarted})
+
+		skipped := false
+		var runErr error
+		if hasDone {
+			done, err := doner.Done(ctx, pc)
+			switch {
+			case err != nil:
+				runErr = fmt.Errorf("checking whether it is done: %w", err)
+			case done:
+				skipped = true
+			}
+		}
+		if runErr == nil && !skipped {
+			runErr = step.Run(ctx, pc)
+		}
+		if runErr != nil {
+			return r.fail(statePath, st, rec, pc, now(), runErr)
+		}
+		end := now()
+		rec.State, rec.Ended, rec.Duration, rec.Error, rec.Skipped = StateDone, end, end.Sub(start), "", skipped
+		if err := SaveState(statePath, st); err != nil {
+			return err
+		}
+		if skipped {
+			log.Info(fmt.Sprintf("step %s (%d/%d): already in place", name, i+1, n))
+			progress.Update(Event{Step: name, Index: i + 1, Total: n, Phase: PhaseSkipped})
+		} else {
+			log.Info(fmt.Sprintf("step %s (%d/%d): done in %s", name, i+1, n, round(rec.Duration)))
+			progress.Update(Event{Step: name, Index: i + 1, Total: n, Phase: PhaseDone, Duration: rec.Duration})
+		}
+	}
+	st.Finished = now()
+	return SaveState(statePath, st)
+}
+
+func (r *Runner) fail(statePath string, st *State, rec *StepRecord, pc *Context, end time.Time, err error) error {
+	rec.State, rec.Ended, rec.Error = StateFailed, end, err.Error()
+	if !rec.Started.IsZero() {
+		rec.Duration = end.Sub(rec.Started)
+	}
+	if serr := SaveState(statePath, st); serr != nil {
+		pc.Log.Error("recording the failure", "err", serr)
+	}
+	pc.Log.Error(fmt.Sprintf("step %s (%d/%d): failed after %s", rec.Name, pc.Index, pc.Total, round(rec.Duration)), "err", err)
+	pc.Progress.Update(Event{Step: rec.Name, Index: pc.Index, Total: pc.Total, Phase: PhaseFailed, Duration: rec.Duration, Err: err})
+	return &StepError{Step: rec.Name, Err: err}
+}
+
+// reorder returns a state with one record per step, in step order, keeping
+// what was recorded for steps of the same name.
+func reorder(st *State, steps []Step) *State {
+	out := &State{Version: StateVersion, Started: st.Started, Finished: st.Finished}
+	for _, s := range steps {
+		if rec := st.Step(s.Name()); rec != nil {
+			out.Steps = append(out.Steps, *rec)
+		} else {
+			out.Steps = append(out.Steps, StepRecord{Name: s.Name(), State: StatePending})
+		}
+	}
+	return out
+}
+
+func checkNames(steps []Step) error {
+	seen := map[string]bool{}
+	for _, s := range steps {
+		if s.Name() == "" {
+			return errors.New("a step has no name")
+		}
+		if seen[s.Name()] {
+			return fmt.Errorf("two steps are named %q", s.Name())
+		}
+		seen[s.Name()] = true
+	}
+	return nil
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	default:
+		return d.Round(time.Millisecond)
+	}
+}
+
+// Func makes a Step from a name and a function.
+func Func(name string, run func(ctx context.Context, pc *Context) error) Step {
+	return funcStep{name, run}
+}
+
+type funcStep struct {
+	name string
+	run  func(ctx context.Context, pc *Context) error
+}
+
+func (s funcStep) Name() string                               { return s.name }
+func (s funcStep) Run(ctx context.Context, pc *Context) error { return s.run(ctx, pc) }
