@@ -1,0 +1,462 @@
+package registry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+)
+
+// The registries below are made-up names: nothing is ever contacted.
+const (
+	apiserverRef = "registry.example/kube-apiserver:v1.34.4"
+	corednsRef   = "registry.example/coredns/coredns:v1.12.1"
+	hubRef       = "docker.io/library/busybox:1.36"
+	multiRef     = "other.example:5000/team/multi:v1"
+)
+
+type fixture struct {
+	dir    string
+	images map[string]v1.Image
+	index  v1.ImageIndex
+}
+
+func makeLayout(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := &fixture{dir: dir, images: map[string]v1.Image{}}
+	for _, ref := range []string{apiserverRef, corednsRef, hubRef} {
+		img, err := random.Image(600<<10, 2) // layers bigger than two chunks
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+			AnnotationImageName: ref, AnnotationRefName: ref[strings.LastIndex(ref, ":")+1:]})); err != nil {
+			t.Fatal(err)
+		}
+		fx.images[ref] = img
+	}
+	idx, err := random.Index(1024, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{AnnotationImageName: multiRef})); err != nil {
+		t.Fatal(err)
+	}
+	fx.index = idx
+	// An unnamed entry is ignored.
+	img, _ := random.Image(100, 1)
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// nsTransport makes requests the way containerd's mirror support does:
+// the upstream registry goes in the ns query parameter.
+type nsTransport struct{ ns string }
+
+func (n nsTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	q := r.URL.Query()
+	q.Set("ns", n.ns)
+	r.URL.RawQuery = q.Encode()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) entries(t *testing.T) []LogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []LogEntry
+	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	for sc.Scan() {
+		var e LogEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("access log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func startServer(t *testing.T, dir string) (*Server, *httptest.Server, *syncBuffer, *[]Corruption) {
+	t.Helper()
+	var access syncBuffer
+	var mu sync.Mutex
+	var corrupt []Corruption
+	s, err := Open(dir, Options{AccessLog: &access, OnCorrupt: func(c Corruption) {
+		mu.Lock()
+		corrupt = append(corrupt, c)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts, &access, &corrupt
+}
+
+// mirrorRef is how containerd addresses upstream ref through the mirror.
+func mirrorRef(t *testing.T, ts *httptest.Server, upstream string) (name.Reference, remote.Option) {
+	t.Helper()
+	r, err := ParseRef(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(ts.URL, "http://")
+	ref, err := name.ParseReference(host+"/"+r.Repository+":"+r.Tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, remote.WithTransport(nsTransport{r.Registry})
+}
+
+func TestPullThroughMirror(t *testing.T) {
+	fx := makeLayout(t)
+	s, ts, access, corrupt := startServer(t, fx.dir)
+
+	if got, want := strings.Join(s.Images(), " "), strings.Join([]string{hubRef, multiRef, corednsRef, apiserverRef}, " "); got != want {
+		t.Errorf("Images() = %s, want %s", got, want)
+	}
+	if got := strings.Join(s.Registries(), " "); got != "docker.io other.example:5000 registry.example" {
+		t.Errorf("Registries() = %s", got)
+	}
+	for _, upstream := range []string{apiserverRef, corednsRef, hubRef} {
+		t.Run(upstream, func(t *testing.T) {
+			ref, opt := mirrorRef(t, ts, upstream)
+			img, err := remote.Image(ref, opt)
+			if err != nil {
+				t.Fatalf("pulling %s: %v", upstream, err)
+			}
+			if err := validate.Image(img); err != nil {
+				t.Fatalf("pulled %s does not validate: %v", upstream, err)
+			}
+			got, _ := img.Digest()
+			want, _ := fx.images[upstream].Digest()
+			if got != want {
+				t.Errorf("digest %s, want %s", got, want)
+			}
+			// And by digest.
+			byDigest := ref.Context().Digest(want.String())
+			if _, err := remote.Image(byDigest, opt); err != nil {
+				t.Errorf("pulling by digest: %v", err)
+			}
+		})
+	}
+	t.Run("index and its children", func(t *testing.T) {
+		ref, opt := mirrorRef(t, ts, multiRef)
+		idx, err := remote.Index(ref, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validate.Index(idx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("direct path names the registry", func(t *testing.T) {
+		host := strings.TrimPrefix(ts.URL, "http://")
+		ref, err := name.ParseReference(host+"/registry.example/kube-apiserver:v1.34.4", name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := remote.Image(ref); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(*corrupt) != 0 {
+		t.Errorf("corruption reported on a good layout: %v", *corrupt)
+	}
+
+	// The access log names every request with ns, repo and reference.
+	var sawTag, sawBlob bool
+	for _, e := range access.entries(t) {
+		if e.Kind == "manifest" && e.NS == "registry.example" && e.Repo == "kube-apiserver" && e.Reference == "v1.34.4" && e.Status == 200 && e.Digest != "" {
+			sawTag = true
+		}
+		if e.Kind == "blob" && e.NS == "docker.io" && e.Repo == "library/busybox" && e.Status == 200 && e.Bytes > 0 && e.Method == "GET" {
+			sawBlob = true
+		}
+		if e.Error != "" {
+			t.Errorf("access log has an error on a good layout: %+v", e)
+		}
+	}
+	if !sawTag || !sawBlob {
+		t.Errorf("access log lacks the manifest-by-tag (%v) or blob (%v) entries", sawTag, sawBlob)
+	}
+}
+
+func TestProtocol(t *testing.T) {
+	fx := makeLayout(t)
+	_, ts, _, _ := startServer(t, fx.dir)
+	img := fx.images[apiserverRef]
+	mdigest, _ := img.Digest()
+	msize, _ := img.Size()
+	mt, _ := img.MediaType()
+	layers, _ := img.Layers()
+	ldigest, _ := layers[0].Digest()
+	lsize, _ := layers[0].Size()
+
+	tests := []struct {
+		name, method, path string
+		status             int
+		header             map[string]string
+		bodyLen            int64 // -1: don't check
+	}{
+		{"base", "GET", "/v2/", 200, map[string]string{"Docker-Distribution-API-Version": "registry/2.0"}, 2},
+		{"manifest by tag", "GET", "/v2/kube-apiserver/manifests/v1.34.4?ns=registry.example", 200,
+			map[string]string{"Content-Type": string(mt), "Docker-Content-Digest": mdigest.String()}, msize},
+		{"manifest head", "HEAD", "/v2/kube-apiserver/manifests/v1.34.4?ns=registry.example", 200,
+			map[string]string{"Docker-Content-Digest": mdigest.String(), "Content-Length": itoa(msize)}, 0},
+		{"manifest by digest", "GET", "/v2/kube-apiserver/manifests/" + mdigest.String() + "?ns=registry.example", 200,
+			map[string]string{"Docker-Content-Digest": mdigest.String()}, msize},
+		{"blob", "GET", "/v2/kube-apiserver/blobs/" + ldigest.String() + "?ns=registry.example", 200,
+			map[string]string{"Content-Type": "application/octet-stream", "Docker-Content-Digest": ldigest.String()}, lsize},
+		{"blob head", "HEAD", "/v2/kube-apiserver/blobs/" + ldigest.String() + "?ns=registry.example", 200,
+			map[string]string{"Content-Length": itoa(lsize)}, 0},
+		{"unknown tag", "GET", "/v2/kube-apiserver/manifests/v9?ns=registry.example", 404, nil, -1},
+		{"unknown repository", "GET", "/v2/nope/manifests/v1?ns=registry.example", 404, nil, -1},
+		{"same repository on another registry", "GET", "/v2/kube-apiserver/manifests/v1.34.4?ns=elsewhere.example", 404, nil, -1},
+		{"blob of another repository", "GET", "/v2/coredns/coredns/blobs/" + ldigest.String() + "?ns=registry.example", 404, nil, -1},
+		{"write", "PUT", "/v2/kube-apiserver/manifests/v2?ns=registry.example", 405, nil, -1},
+		{"tags", "GET", "/v2/kube-apiserver/tags/list?ns=registry.example", 200, map[string]string{"Content-Type": "application/json"}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, ts.URL+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			for k, v := range tt.header {
+				if got := resp.Header.Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+			if tt.bodyLen >= 0 && int64(len(body)) != tt.bodyLen {
+				t.Errorf("body %d bytes, want %d", len(body), tt.bodyLen)
+			}
+		})
+	}
+}
+
+func itoa(n int64) string    { return jsonNum(n) }
+func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func corruptFile(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	f.ReadAt(b, at)
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptedBlobIsNeverServedWhole(t *testing.T) {
+	fx := makeLayout(t)
+	img := fx.images[apiserverRef]
+	layers, _ := img.Layers()
+	ldigest, _ := layers[1].Digest()
+	lsize, _ := layers[1].Size()
+	cfgDigest, _ := img.ConfigName()
+	cfgSize := int64(len(must(img.RawConfigFile())))
+	// Flip a byte in the middle of a big layer and at the start of the small config.
+	corruptFile(t, blobPath(fx.dir, ldigest.String()), lsize/2)
+	corruptFile(t, blobPath(fx.dir, cfgDigest.String()), 0)
+
+	s, ts, access, corrupt := startServer(t, fx.dir)
+
+	for _, c := range []struct {
+		digest v1.Hash
+		size   int64
+	}{{ldigest, lsize}, {cfgDigest, cfgSize}} {
+		resp, err := http.Get(ts.URL + "/v2/kube-apiserver/blobs/" + c.digest.String() + "?ns=registry.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if c.size <= chunk {
+			// Small blobs are checked before the answer: a clean error naming the blob.
+			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), c.digest.String()) {
+				t.Errorf("small corrupted blob: status %d body %q; want 500 naming %s", resp.StatusCode, body, c.digest)
+			}
+			continue
+		}
+		if rerr == nil || int64(len(body)) >= c.size {
+			t.Errorf("blob %s: read %d of %d bytes with err %v; want a short, failed read", c.digest, len(body), c.size, rerr)
+		}
+	}
+
+	// A whole pull fails.
+	ref, opt := mirrorRef(t, ts, apiserverRef)
+	if pulled, err := remote.Image(ref, opt); err == nil {
+		if err := validate.Image(pulled); err == nil {
+			t.Error("pulling an image with a corrupted blob succeeded")
+		}
+	}
+	// Other images still pull.
+	ref, opt = mirrorRef(t, ts, corednsRef)
+	if pulled, err := remote.Image(ref, opt); err != nil || validate.Image(pulled) != nil {
+		t.Errorf("a good image next to a corrupted one does not pull: %v", err)
+	}
+
+	time.Sleep(50 * time.Millisecond) // the aborted handlers log as they unwind
+	got := map[string]bool{}
+	for _, c := range s.Corrupted() {
+		got[c.Digest] = true
+		if c.Path == "" || c.Image != "registry.example/kube-apiserver" {
+			t.Errorf("corruption record lacks its path or image: %+v", c)
+		}
+	}
+	if !got[ldigest.String()] || !got[cfgDigest.String()] || len(*corrupt) != 2 {
+		t.Errorf("Corrupted() = %v, OnCorrupt got %d; want both %s and %s once", s.Corrupted(), len(*corrupt), ldigest, cfgDigest)
+	}
+	var logged bool
+	for _, e := range access.entries(t) {
+		if e.Digest == ldigest.String() && strings.Contains(e.Error, "corrupted") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Error("the access log does not name the corrupted blob")
+	}
+}
+
+func TestCorruptedManifest(t *testing.T) {
+	fx := makeLayout(t)
+	md, _ := fx.images[corednsRef].Digest()
+	corruptFile(t, blobPath(fx.dir, md.String()), 5)
+	s, ts, _, corrupt := startServer(t, fx.dir)
+	if len(*corrupt) != 1 || (*corrupt)[0].Digest != md.String() {
+		t.Fatalf("OnCorrupt = %v, want the manifest %s", *corrupt, md)
+	}
+	for _, img := range s.Images() {
+		if img == corednsRef {
+			t.Error("an image with a corrupted manifest is still listed")
+		}
+	}
+	ref, opt := mirrorRef(t, ts, apiserverRef)
+	if _, err := remote.Image(ref, opt); err != nil {
+		t.Errorf("the other images must still be served: %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("missing index.json: err = %v", err)
+	}
+	os.WriteFile(dir+"/index.json", []byte(`{"manifests": [{"digest": "sha256:x", "annotations": {"io.containerd.image.name": "Bad//Name"}}]}`), 0o644)
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "manifests[0]") {
+		t.Errorf("bad name: err = %v", err)
+	}
+}
+
+func TestParseRef(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/kube-apiserver:v1.34.4"},
+		{"registry.k8s.io/coredns/coredns:v1.12.1", "registry.k8s.io/coredns/coredns:v1.12.1"},
+		{"busybox", "docker.io/library/busybox:latest"},
+		{"team/app:1", "docker.io/team/app:1"},
+		{"localhost:5000/app:2@sha256:abc", "localhost:5000/app:2"},
+	}
+	for _, tt := range tests {
+		got, err := ParseRef(tt.in)
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseRef(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "Upper/case", "a//b"} {
+		if _, err := ParseRef(bad); err == nil {
+			t.Errorf("ParseRef(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestServeListensAndStops(t *testing.T) {
+	fx := makeLayout(t)
+	s, err := Open(fx.dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, []string{"127.0.0.1:0", "[::1]:0"}, func(a []net.Addr) { addrs <- a }) }()
+	var bound []net.Addr
+	select {
+	case bound = <-addrs:
+	case err := <-done:
+		t.Fatalf("Serve: %v", err)
+	}
+	if len(bound) != 2 {
+		t.Fatalf("bound %v", bound)
+	}
+	for _, a := range bound {
+		resp, err := http.Get("http://" + a.String() + "/v2/")
+		if err != nil {
+			t.Fatalf("GET on %s: %v", a, err)
+		}
+		resp.Body.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after cancel: %v", err)
+	}
+	// A taken address is an error naming it.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	if err := s.Serve(context.Background(), []string{ln.Addr().String()}, nil); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("taken address: err = %v", err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
