@@ -1,0 +1,196 @@
+package site
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"filippo.io/age"
+	"filippo.io/age/armor"
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/bootstick/bootstick/internal/config"
+)
+
+// Options are the inputs Load needs besides the file.
+type Options struct {
+	// Identities decrypt encryptedPassword fields. A site without
+	// encrypted passwords needs none.
+	Identities []age.Identity
+	// BundledImages are the OS images the bundle carries. Nil means no
+	// bundle is known (validate without --bundle): a bundled image name is
+	// then not checked against it.
+	BundledImages []BundledImage
+}
+
+// Load reads, defaults, resolves and validates the site file at path. Every
+// problem is reported in one error with its line and field path. Secrets
+// never appear in the error.
+func Load(path string, opts Options) (*Site, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading site file: %w", err)
+	}
+	return Parse(path, data, opts)
+}
+
+// Parse is Load for data already read from path.
+func Parse(path string, data []byte, opts Options) (*Site, error) {
+	var s Site
+	doc, err := config.Decode(path, data, Kind, &s)
+	if err != nil {
+		return nil, err
+	}
+	s.Dir = filepath.Dir(path)
+	errs := s.resolveCredentials(opts.Identities)
+	s.setDefaults()
+	errs = append(errs, s.validate(opts)...)
+	if err := doc.Problems(errs); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// LoadIdentities reads age identities (as written by age-keygen) from a file.
+func LoadIdentities(path string) ([]age.Identity, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading age identity: %w", err)
+	}
+	defer f.Close()
+	ids, err := age.ParseIdentities(f)
+	if err != nil {
+		// age's parse errors may quote the line; keep them out.
+		return nil, fmt.Errorf("reading age identity %s: not an age identity file (make one with age-keygen)", path)
+	}
+	return ids, nil
+}
+
+// credentialsFile is the content of a credentials.file.
+type credentialsFile struct {
+	Username          string `yaml:"username"`
+	Password          Secret `yaml:"password"`
+	EncryptedPassword string `yaml:"encryptedPassword"`
+}
+
+func (s *Site) resolveCredentials(ids []age.Identity) field.ErrorList {
+	var errs field.ErrorList
+	for i := range s.Hosts {
+		c := &s.Hosts[i].BMC.Credentials
+		p := field.NewPath("hosts").Index(i).Child("bmc", "credentials")
+		if c.File != "" {
+			if c.Username != "" || c.Password != "" || c.EncryptedPassword != "" {
+				errs = append(errs, field.Forbidden(p.Child("file"), "give the credentials either inline or in a file, not both"))
+				c.unresolved = true
+				continue
+			}
+			cf, err := readCredentialsFile(filepath.Join(s.Dir, c.File))
+			if err != nil {
+				errs = append(errs, field.Invalid(p.Child("file"), c.File, err.Error()))
+				c.unresolved = true
+				continue
+			}
+			c.Username, c.Password, c.EncryptedPassword = cf.Username, cf.Password, cf.EncryptedPassword
+		}
+		if c.EncryptedPassword == "" {
+			continue
+		}
+		if c.Password != "" {
+			errs = append(errs, field.Forbidden(p.Child("encryptedPassword"), "give password or encryptedPassword, not both"))
+			c.unresolved = true
+			continue
+		}
+		if len(ids) == 0 {
+			errs = append(errs, field.Required(p.Child("encryptedPassword"), "the password is age-encrypted: give the age identity (--age-identity FILE)"))
+			c.unresolved = true
+			continue
+		}
+		pw, err := decrypt(c.EncryptedPassword, ids)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child("encryptedPassword"), field.OmitValueType{}, err.Error()))
+			c.unresolved = true
+			continue
+		}
+		c.Password = Secret(pw)
+	}
+	return errs
+}
+
+func readCredentialsFile(path string) (*credentialsFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("cannot read it: %v", pe.Err)
+		}
+		return nil, errors.New("cannot read it")
+	}
+	var cf credentialsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cf); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty: it needs username and password")
+		}
+		// yaml's messages name fields and lines, never values of string
+		// fields; still, say only what kind of problem it is.
+		if strings.Contains(err.Error(), "not found in type") {
+			return nil, errors.New("it has a field other than username, password and encryptedPassword")
+		}
+		return nil, errors.New("it is not a YAML mapping with username and password")
+	}
+	return &cf, nil
+}
+
+func decrypt(armored string, ids []age.Identity) (string, error) {
+	r, err := age.Decrypt(armor.NewReader(strings.NewReader(strings.TrimSpace(armored)+"\n")), ids...)
+	if err != nil {
+		var nm *age.NoIdentityMatchError
+		if errors.As(err, &nm) {
+			return "", errors.New("none of the given age identities can decrypt it")
+		}
+		return "", errors.New("not an ASCII-armored age file (encrypt with age -a)")
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", errors.New("not an ASCII-armored age file, or it is damaged")
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// Defaults.
+const (
+	DefaultPodCIDR     = "10.244.0.0/16"
+	DefaultServiceCIDR = "10.96.0.0/12"
+	DefaultBootMode    = "UEFI"
+)
+
+func (s *Site) setDefaults() {
+	if s.Cluster.PodCIDR == "" {
+		s.Cluster.PodCIDR = DefaultPodCIDR
+	}
+	if s.Cluster.ServiceCIDR == "" {
+		s.Cluster.ServiceCIDR = DefaultServiceCIDR
+	}
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		if h.BootMode == "" {
+			h.BootMode = DefaultBootMode
+		}
+		if h.Image.URL != "" && h.Image.ChecksumType == "" {
+			switch len(h.Image.Checksum) {
+			case 32:
+				h.Image.ChecksumType = "md5"
+			case 64:
+				h.Image.ChecksumType = "sha256"
+			case 128:
+				h.Image.ChecksumType = "sha512"
+			}
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package site
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var testImages = []BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("ab", 32), Format: "qcow2"}}
+
+// Passwords used in testdata; no error may contain them.
+var testPasswords = []string{"Sup3rSecretPW", "FilePassw0rd"}
+
+func TestGoodSite(t *testing.T) {
+	s, err := Load("testdata/good.yaml", Options{BundledImages: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Hosts[1].BMC.Credentials.Password.Reveal(); got != "FilePassw0rd" {
+		t.Errorf("password from credentials file = %q", got)
+	}
+	if s.Hosts[1].BMC.Credentials.Username != "root" {
+		t.Errorf("username from file = %q", s.Hosts[1].BMC.Credentials.Username)
+	}
+	if s.Cluster.PodCIDR != DefaultPodCIDR || s.Cluster.ServiceCIDR != DefaultServiceCIDR {
+		t.Errorf("defaults not applied: %+v", s.Cluster)
+	}
+	if s.Hosts[0].BootMode != "UEFI" || s.Hosts[1].Image.ChecksumType != "sha256" {
+		t.Errorf("defaults not applied: %+v", s.Hosts)
+	}
+}
+
+func TestExampleSite(t *testing.T) {
+	if _, err := Load("../../examples/site.yaml", Options{BundledImages: testImages}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BadSite is one file of testdata/bad: its first line says what the error
+// must contain ("# want: hosts[0].bmc.address").
+type BadSite struct {
+	Name, Path, Want string
+}
+
+// BadSites lists testdata/bad. The cli test in cmd/firstboot uses it too.
+func BadSites(t testing.TB, dir string) []BadSite {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []BadSite
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(fh).ReadString('\n')
+		fh.Close()
+		want, ok := strings.CutPrefix(strings.TrimSpace(line), "# want: ")
+		if !ok {
+			t.Fatalf("%s: first line must be '# want: FIELD.PATH'", f)
+		}
+		out = append(out, BadSite{Name: strings.TrimSuffix(filepath.Base(f), ".yaml"), Path: f, Want: want})
+	}
+	if len(out) < 30 {
+		t.Fatalf("only %d bad site files in %s", len(out), dir)
+	}
+	return out
+}
+
+func TestBadSites(t *testing.T) {
+	for _, tc := range BadSites(t, "testdata/bad") {
+		t.Run(tc.Name, func(t *testing.T) {
+			_, err := Load(tc.Path, Options{BundledImages: testImages})
+			if err == nil {
+				t.Fatalf("Load succeeded, want an error naming %q", tc.Want)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.Want) {
+				t.Fatalf("error:\n%s\nwant it to name %q", msg, tc.Want)
+			}
+			if !strings.HasPrefix(msg, tc.Path) {
+				t.Errorf("error does not start with the file name:\n%s", msg)
+			}
+			// A field path problem comes with its line.
+			if strings.Contains(msg, "problem") && !strings.Contains(msg, "line ") {
+				t.Errorf("error has no line:\n%s", msg)
+			}
+			for _, pw := range testPasswords {
+				if strings.Contains(msg, pw) {
+					t.Errorf("error leaks a password:\n%s", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryProblemReported(t *testing.T) {
+	data, err := os.ReadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer(
+		"ipmi://10.10.1.10:623", "ipmii://10.10.1.10",
+		"52:54:00:00:01:01", "52:54:00:00:01:00",
+		"name: site-a", "name: Site_A",
+		"dataDisk: /dev/sdb", "dataDisk: sdb",
+	).Replace(string(data))
+	_, err = Parse("testdata/site.yaml", []byte(s), Options{BundledImages: testImages})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"4 problems",
+		"line 14: bootstrap.dataDisk",
+		"line 21: hosts[0].bmc.address: Unsupported value: \"ipmii\"",
+		"line 38: hosts[1].bootMACAddress: Duplicate value",
+		"line 49: cluster.name",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error:\n%v\nwant it to contain %q", err, want)
+		}
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	s, err := Load("testdata/good.yaml", Options{BundledImages: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+		out := strings.ReplaceAll(fmtSprintf(f, s), "\n", " ")
+		for _, pw := range testPasswords {
+			if strings.Contains(out, pw) {
+				t.Errorf("%s of a Site shows a password: %s", f, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,163 @@
+// Package site is the site file (kind: Site): the bootstrap machine's
+// networks, every compute host with its BMC, boot and OS settings, and the
+// cluster to build on them. Load reads it strictly, fills defaults, resolves
+// credentials (inline, from a file, or age-encrypted) and validates it,
+// reporting every problem with its line and field path.
+package site
+
+import (
+	"github.com/bootstick/bootstick/internal/config"
+)
+
+// Kind is the kind of a site file.
+const Kind = "Site"
+
+// Site is a loaded, validated site file. Treat it as immutable.
+type Site struct {
+	config.TypeMeta `yaml:",inline"`
+	Bootstrap       Bootstrap `yaml:"bootstrap"`
+	Hosts           []Host    `yaml:"hosts"`
+	Cluster         Cluster   `yaml:"cluster"`
+	// SSHAuthorizedKeys are added, after the generated key, to every
+	// host's user data.
+	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty"`
+
+	// Dir is the folder of the site file; relative paths start there.
+	Dir string `yaml:"-"`
+}
+
+// Bootstrap is the machine that runs the appliance.
+type Bootstrap struct {
+	Provisioning ProvisioningNetwork `yaml:"provisioning"`
+	External     *ExternalNetwork    `yaml:"external,omitempty"`
+	// DataDisk is the block device that keeps etcd, kubelet, containerd
+	// and firstboot state, e.g. /dev/disk/by-id/nvme-... or /dev/sdb.
+	DataDisk string   `yaml:"dataDisk"`
+	NTP      []string `yaml:"ntp,omitempty"`
+	DNS      []string `yaml:"dns,omitempty"`
+}
+
+// ProvisioningNetwork is the network the hosts PXE-boot from.
+type ProvisioningNetwork struct {
+	Interface string `yaml:"interface"`
+	// Address is the bootstrap machine's address with its prefix, e.g.
+	// 172.22.0.1/24.
+	Address   string    `yaml:"address"`
+	DHCPRange DHCPRange `yaml:"dhcpRange"`
+}
+
+// DHCPRange is an inclusive range of addresses handed out to hosts.
+type DHCPRange struct {
+	Start string `yaml:"start"`
+	End   string `yaml:"end"`
+}
+
+// ExternalNetwork is the bootstrap machine's routed network.
+type ExternalNetwork struct {
+	Interface string `yaml:"interface"`
+	Address   string `yaml:"address"`
+	Gateway   string `yaml:"gateway,omitempty"`
+}
+
+// Role is a host's part in the cluster.
+type Role string
+
+// The roles a host can have.
+const (
+	RoleMaster Role = "master"
+	RoleWorker Role = "worker"
+)
+
+// Host is one compute server.
+type Host struct {
+	Name            string           `yaml:"name"`
+	Role            Role             `yaml:"role"`
+	BMC             BMC              `yaml:"bmc"`
+	BootMACAddress  string           `yaml:"bootMACAddress"`
+	BootMode        string           `yaml:"bootMode,omitempty"`
+	RootDeviceHints *RootDeviceHints `yaml:"rootDeviceHints,omitempty"`
+	Image           Image            `yaml:"image"`
+	// NetworkData is the host's network configuration in the format its
+	// OS image understands (cloud-init network config, OpenStack
+	// network_data.json as YAML, ...); it is passed through unchanged.
+	NetworkData  map[string]any `yaml:"networkData,omitempty"`
+	Requirements Requirements   `yaml:"requirements,omitempty"`
+}
+
+// BMC is how the baremetal-operator reaches a host's management controller.
+type BMC struct {
+	// Address is a BMO BMC URL: ipmi://10.0.0.5:623,
+	// redfish://10.0.0.6/redfish/v1/Systems/1, idrac-virtualmedia://...
+	Address                        string      `yaml:"address"`
+	Credentials                    Credentials `yaml:"credentials"`
+	DisableCertificateVerification bool        `yaml:"disableCertificateVerification,omitempty"`
+}
+
+// Credentials are a BMC's user name and password: inline, age-encrypted
+// inline, or in a file (relative to the site file) holding the same fields.
+type Credentials struct {
+	Username string `yaml:"username,omitempty"`
+	Password Secret `yaml:"password,omitempty"`
+	// EncryptedPassword is the password encrypted with age, ASCII-armored
+	// (age -a -r RECIPIENT). Load decrypts it into Password.
+	EncryptedPassword string `yaml:"encryptedPassword,omitempty"`
+	// File names a YAML file with username and password (or
+	// encryptedPassword), relative to the site file.
+	File string `yaml:"file,omitempty"`
+
+	// unresolved is set when File or EncryptedPassword could not be
+	// read; its problem is already reported.
+	unresolved bool
+}
+
+// RootDeviceHints select the disk the OS is written to (BMO's hints).
+type RootDeviceHints struct {
+	DeviceName         string `yaml:"deviceName,omitempty"`
+	HCTL               string `yaml:"hctl,omitempty"`
+	Model              string `yaml:"model,omitempty"`
+	Vendor             string `yaml:"vendor,omitempty"`
+	SerialNumber       string `yaml:"serialNumber,omitempty"`
+	MinSizeGigabytes   int    `yaml:"minSizeGigabytes,omitempty"`
+	WWN                string `yaml:"wwn,omitempty"`
+	WWNWithExtension   string `yaml:"wwnWithExtension,omitempty"`
+	WWNVendorExtension string `yaml:"wwnVendorExtension,omitempty"`
+	Rotational         *bool  `yaml:"rotational,omitempty"`
+}
+
+// Image is the OS written to a host: by URL and checksum, or by the name of
+// an image the bundle carries.
+type Image struct {
+	URL          string `yaml:"url,omitempty"`
+	Checksum     string `yaml:"checksum,omitempty"`
+	ChecksumType string `yaml:"checksumType,omitempty"`
+	Format       string `yaml:"format,omitempty"`
+	Bundled      string `yaml:"bundled,omitempty"`
+}
+
+// Requirements are what the BPA matches hosts on.
+type Requirements struct {
+	CPU    int32  `yaml:"cpu,omitempty"`
+	Memory string `yaml:"memory,omitempty"`
+	SRIOV  bool   `yaml:"sriov,omitempty"`
+	QAT    bool   `yaml:"qat,omitempty"`
+}
+
+// Cluster is the Kubernetes cluster built on the hosts.
+type Cluster struct {
+	Name        string   `yaml:"name"`
+	PodCIDR     string   `yaml:"podCIDR,omitempty"`
+	ServiceCIDR string   `yaml:"serviceCIDR,omitempty"`
+	KUDPlugins  []string `yaml:"kudPlugins,omitempty"`
+}
+
+// BundledImage is an OS image the bundle carries, as the bootstrap
+// machine serves it.
+type BundledImage struct {
+	Name string
+	// File is the file name under the served images folder.
+	File string
+	// SHA256 is the hex digest of the file.
+	SHA256 string
+	// Format is raw, qcow2, ...; empty lets Ironic detect it.
+	Format string
+}

@@ -1,0 +1,511 @@
+package site
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"slices"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// BMCSchemes are the BMC address schemes the baremetal-operator knows.
+var BMCSchemes = []string{
+	"ipmi", "redfish", "redfish-virtualmedia", "idrac", "idrac-redfish",
+	"idrac-virtualmedia", "ilo4", "ilo5", "irmc",
+}
+
+// Schemes that speak Redfish over HTTP and take a +http or +https suffix.
+var redfishSchemes = map[string]bool{
+	"redfish": true, "redfish-virtualmedia": true, "idrac-redfish": true, "idrac-virtualmedia": true,
+}
+
+var (
+	bootModes     = []string{"UEFI", "UEFISecureBoot", "legacy"}
+	checksumTypes = []string{"md5", "sha256", "sha512", "auto"}
+	diskFormats   = []string{"raw", "qcow2", "vdi", "vmdk", "live-iso"}
+	roles         = []string{string(RoleMaster), string(RoleWorker)}
+	hexDigits     = regexp.MustCompile(`^[0-9a-fA-F]+$`)
+	hctlPattern   = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
+	ifaceName     = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
+)
+
+func (s *Site) validate(opts Options) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, s.Bootstrap.validate(field.NewPath("bootstrap"))...)
+	errs = append(errs, s.validateHosts(opts)...)
+	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap)...)
+	for i, k := range s.SSHAuthorizedKeys {
+		p := field.NewPath("sshAuthorizedKeys").Index(i)
+		if strings.Contains(k, "PRIVATE KEY") {
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, "this is a private key: remove it from the file and give its public half (the .pub file)"))
+			continue
+		}
+		if _, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil || strings.TrimSpace(string(rest)) != "" {
+			errs = append(errs, field.Invalid(p, short(k), "not one SSH public key in authorized_keys format (ssh-ed25519 AAAA... comment)"))
+		}
+	}
+	return errs
+}
+
+func short(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pp := p.Child("provisioning")
+	prov := b.Provisioning
+	errs = append(errs, validateIface(pp.Child("interface"), prov.Interface)...)
+	prefix, perrs := hostPrefix(pp.Child("address"), prov.Address)
+	errs = append(errs, perrs...)
+
+	rp := pp.Child("dhcpRange")
+	start, serr := parseAddr(rp.Child("start"), prov.DHCPRange.Start)
+	end, eerr := parseAddr(rp.Child("end"), prov.DHCPRange.End)
+	errs = append(errs, serr...)
+	errs = append(errs, eerr...)
+	if prefix.IsValid() {
+		if start.IsValid() && !prefix.Contains(start) {
+			errs = append(errs, field.Invalid(rp.Child("start"), prov.DHCPRange.Start, "not inside the provisioning subnet "+prefix.Masked().String()))
+		}
+		if end.IsValid() && !prefix.Contains(end) {
+			errs = append(errs, field.Invalid(rp.Child("end"), prov.DHCPRange.End, "not inside the provisioning subnet "+prefix.Masked().String()))
+		}
+	}
+	if start.IsValid() && end.IsValid() && start.BitLen() == end.BitLen() {
+		if end.Less(start) {
+			errs = append(errs, field.Invalid(rp.Child("end"), prov.DHCPRange.End, "comes before start "+prov.DHCPRange.Start))
+		} else if a := prefix.Addr(); prefix.IsValid() && !a.Less(start) && !end.Less(a) {
+			errs = append(errs, field.Invalid(rp, prov.DHCPRange.Start+"-"+prov.DHCPRange.End,
+				fmt.Sprintf("covers the bootstrap address %s: start the range after it or end it before it", a)))
+		}
+	}
+
+	if ext := b.External; ext != nil {
+		ep := p.Child("external")
+		errs = append(errs, validateIface(ep.Child("interface"), ext.Interface)...)
+		if ext.Interface != "" && ext.Interface == prov.Interface {
+			errs = append(errs, field.Invalid(ep.Child("interface"), ext.Interface, "is the provisioning interface too: use another"))
+		}
+		eprefix, eerrs := hostPrefix(ep.Child("address"), ext.Address)
+		errs = append(errs, eerrs...)
+		if ext.Gateway != "" {
+			gw, gerrs := parseAddr(ep.Child("gateway"), ext.Gateway)
+			errs = append(errs, gerrs...)
+			if gw.IsValid() && eprefix.IsValid() && !eprefix.Contains(gw) {
+				errs = append(errs, field.Invalid(ep.Child("gateway"), ext.Gateway, "not inside the external subnet "+eprefix.Masked().String()))
+			}
+		}
+		if eprefix.IsValid() && prefix.IsValid() && eprefix.Masked().Overlaps(prefix.Masked()) {
+			errs = append(errs, field.Invalid(ep.Child("address"), ext.Address, "overlaps the provisioning subnet "+prefix.Masked().String()))
+		}
+	}
+
+	dp := p.Child("dataDisk")
+	switch {
+	case b.DataDisk == "":
+		errs = append(errs, field.Required(dp, "name the disk that keeps the cluster's state, e.g. /dev/disk/by-id/..."))
+	case !strings.HasPrefix(b.DataDisk, "/dev/") || path.Clean(b.DataDisk) != b.DataDisk:
+		errs = append(errs, field.Invalid(dp, b.DataDisk, "must be a device path under /dev/"))
+	}
+	for i, n := range b.NTP {
+		if _, err := netip.ParseAddr(n); err == nil {
+			continue
+		}
+		if len(validation.IsDNS1123Subdomain(n)) > 0 {
+			errs = append(errs, field.Invalid(p.Child("ntp").Index(i), n, "not an IP address or a DNS name"))
+		}
+	}
+	for i, n := range b.DNS {
+		if _, err := netip.ParseAddr(n); err != nil {
+			errs = append(errs, field.Invalid(p.Child("dns").Index(i), n, "not an IP address"))
+		}
+	}
+	return errs
+}
+
+func validateIface(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "name the network interface, e.g. eno1")}
+	}
+	if !ifaceName.MatchString(name) {
+		return field.ErrorList{field.Invalid(p, name, "not a network interface name (1-15 letters, digits, . _ - : @)")}
+	}
+	return nil
+}
+
+// hostPrefix parses an address with its prefix length, such as
+// 172.22.0.1/24, that names a host inside its subnet.
+func hostPrefix(p *field.Path, s string) (netip.Prefix, field.ErrorList) {
+	if s == "" {
+		return netip.Prefix{}, field.ErrorList{field.Required(p, "give the address with its prefix length, e.g. 172.22.0.1/24")}
+	}
+	pr, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, field.ErrorList{field.Invalid(p, s, "not an address with a prefix length, e.g. 172.22.0.1/24")}
+	}
+	if pr.Addr().Is4() && pr.Bits() < 31 {
+		if pr.Addr() == pr.Masked().Addr() {
+			return pr, field.ErrorList{field.Invalid(p, s, "is the subnet's network address: give the machine's own address")}
+		}
+		if pr.Addr() == lastAddr(pr) {
+			return pr, field.ErrorList{field.Invalid(p, s, "is the subnet's broadcast address: give the machine's own address")}
+		}
+	}
+	return pr, nil
+}
+
+func lastAddr(pr netip.Prefix) netip.Addr {
+	b := pr.Masked().Addr().AsSlice()
+	for i := pr.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func parseAddr(p *field.Path, s string) (netip.Addr, field.ErrorList) {
+	if s == "" {
+		return netip.Addr{}, field.ErrorList{field.Required(p, "give an IP address")}
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, field.ErrorList{field.Invalid(p, s, "not an IP address")}
+	}
+	return a, nil
+}
+
+func (s *Site) validateHosts(opts Options) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("hosts")
+	if len(s.Hosts) == 0 {
+		return field.ErrorList{field.Required(p, "list the hosts to provision, at least one master")}
+	}
+	names := map[string]bool{}
+	macs := map[string]bool{}
+	masters := 0
+	var bundled map[string]bool
+	if opts.BundledImages != nil {
+		bundled = map[string]bool{}
+		for _, im := range opts.BundledImages {
+			bundled[im.Name] = true
+		}
+	}
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		hp := p.Index(i)
+		np := hp.Child("name")
+		switch {
+		case h.Name == "":
+			errs = append(errs, field.Required(np, "give the host a name (a DNS label such as master-0)"))
+		case len(validation.IsDNS1123Label(h.Name)) > 0:
+			errs = append(errs, field.Invalid(np, h.Name, "must be a DNS-1123 label: lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"))
+		case names[h.Name]:
+			errs = append(errs, field.Duplicate(np, h.Name))
+		default:
+			names[h.Name] = true
+		}
+
+		switch h.Role {
+		case RoleMaster:
+			masters++
+		case RoleWorker:
+		case "":
+			errs = append(errs, field.Required(hp.Child("role"), "master or worker"))
+		default:
+			errs = append(errs, field.NotSupported(hp.Child("role"), string(h.Role), roles))
+		}
+
+		errs = append(errs, validateBMC(hp.Child("bmc"), &h.BMC)...)
+
+		mp := hp.Child("bootMACAddress")
+		if h.BootMACAddress == "" {
+			errs = append(errs, field.Required(mp, "give the MAC address of the NIC the host PXE-boots from"))
+		} else if mac, err := NormalizeMAC(h.BootMACAddress); err != nil {
+			errs = append(errs, field.Invalid(mp, h.BootMACAddress, err.Error()))
+		} else if macs[mac] {
+			errs = append(errs, field.Duplicate(mp, h.BootMACAddress))
+		} else {
+			macs[mac] = true
+		}
+
+		if !contains(bootModes, h.BootMode) {
+			errs = append(errs, field.NotSupported(hp.Child("bootMode"), h.BootMode, bootModes))
+		}
+		if hints := h.RootDeviceHints; hints != nil {
+			rp := hp.Child("rootDeviceHints")
+			if hints.DeviceName != "" && (!strings.HasPrefix(hints.DeviceName, "/dev/") || path.Clean(hints.DeviceName) != hints.DeviceName) {
+				errs = append(errs, field.Invalid(rp.Child("deviceName"), hints.DeviceName, "must be a device path under /dev/"))
+			}
+			if hints.HCTL != "" && !hctlPattern.MatchString(hints.HCTL) {
+				errs = append(errs, field.Invalid(rp.Child("hctl"), hints.HCTL, "must be Host:Channel:Target:Lun, e.g. 0:0:0:0"))
+			}
+			if hints.MinSizeGigabytes < 0 {
+				errs = append(errs, field.Invalid(rp.Child("minSizeGigabytes"), hints.MinSizeGigabytes, "must not be negative"))
+			}
+		}
+		errs = append(errs, validateImage(hp.Child("image"), &h.Image, bundled)...)
+
+		rq := hp.Child("requirements")
+		if h.Requirements.CPU < 0 {
+			errs = append(errs, field.Invalid(rq.Child("cpu"), h.Requirements.CPU, "must not be negative"))
+		}
+		if m := h.Requirements.Memory; m != "" {
+			if q, err := resource.ParseQuantity(m); err != nil || q.Sign() <= 0 {
+				errs = append(errs, field.Invalid(rq.Child("memory"), m, "not a positive quantity such as 64Gi"))
+			}
+		}
+		if h.Role == RoleMaster && h.Requirements.SRIOV {
+			errs = append(errs, field.Forbidden(rq.Child("sriov"), "only workers are matched on SR-IOV"))
+		}
+		if h.Role == RoleMaster && h.Requirements.QAT {
+			errs = append(errs, field.Forbidden(rq.Child("qat"), "only workers are matched on QAT"))
+		}
+	}
+	if masters == 0 {
+		errs = append(errs, field.Required(p, "at least one host needs role: master"))
+	}
+
+	// The DHCP range must have an address for every host.
+	if start, err1 := netip.ParseAddr(s.Bootstrap.Provisioning.DHCPRange.Start); err1 == nil {
+		if end, err2 := netip.ParseAddr(s.Bootstrap.Provisioning.DHCPRange.End); err2 == nil && start.BitLen() == end.BitLen() && !end.Less(start) {
+			a, b := new(big.Int).SetBytes(start.AsSlice()), new(big.Int).SetBytes(end.AsSlice())
+			size := new(big.Int).Sub(b, a)
+			size.Add(size, big.NewInt(1))
+			if size.Cmp(big.NewInt(int64(len(s.Hosts)))) < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("bootstrap", "provisioning", "dhcpRange"), s.Bootstrap.Provisioning.DHCPRange.Start+"-"+s.Bootstrap.Provisioning.DHCPRange.End,
+					fmt.Sprintf("has %s addresses for %d hosts: widen it", size, len(s.Hosts))))
+			}
+		}
+	}
+	return errs
+}
+
+// NormalizeMAC returns a unicast Ethernet MAC address in lower case with
+// colons.
+func NormalizeMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return "", fmt.Errorf("not a MAC address such as 52:54:00:12:34:56")
+	}
+	if hw[0]&1 == 1 {
+		return "", fmt.Errorf("a multicast address cannot be a boot NIC's")
+	}
+	if hw.String() == "00:00:00:00:00:00" {
+		return "", fmt.Errorf("the all-zero address cannot be a boot NIC's")
+	}
+	return hw.String(), nil
+}
+
+func validateBMC(p *field.Path, b *BMC) field.ErrorList {
+	var errs field.ErrorList
+	ap := p.Child("address")
+	if b.Address == "" {
+		errs = append(errs, field.Required(ap, "give the BMC URL, e.g. ipmi://10.0.0.5 or redfish://10.0.0.6/redfish/v1/Systems/1"))
+	} else {
+		errs = append(errs, validateBMCAddress(ap, b.Address)...)
+	}
+	cp := p.Child("credentials")
+	if b.Credentials.unresolved {
+		return errs
+	}
+	if b.Credentials.Username == "" {
+		errs = append(errs, field.Required(cp.Child("username"), "give the BMC user name (inline or in credentials.file)"))
+	}
+	if b.Credentials.Password == "" && b.Credentials.EncryptedPassword == "" {
+		errs = append(errs, field.Required(cp.Child("password"), "give the BMC password: password, encryptedPassword (age) or credentials.file"))
+	}
+	return errs
+}
+
+// validateBMCAddress never echoes user info: a password may hide there.
+func validateBMCAddress(p *field.Path, addr string) field.ErrorList {
+	shown := redactUserinfo(addr)
+	u, err := url.Parse(addr)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, shown, "not a URL")}
+	}
+	if u.User != nil {
+		return field.ErrorList{field.Invalid(p, shown, "must not carry a user or password: put them under credentials")}
+	}
+	scheme, transport, _ := strings.Cut(u.Scheme, "+")
+	if !contains(BMCSchemes, scheme) {
+		if u.Scheme == "" || u.Host == "" && !strings.Contains(addr, "://") {
+			return field.ErrorList{field.Invalid(p, shown, "give a scheme: one of "+strings.Join(BMCSchemes, ", ")+" (e.g. ipmi://10.0.0.5)")}
+		}
+		return field.ErrorList{field.NotSupported(p, u.Scheme, BMCSchemes)}
+	}
+	var errs field.ErrorList
+	if transport != "" && (!redfishSchemes[scheme] || transport != "http" && transport != "https") {
+		errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("scheme %q: only Redfish schemes take +http or +https", u.Scheme)))
+	}
+	host := u.Hostname()
+	if host == "" {
+		return append(errs, field.Invalid(p, shown, "has no host: e.g. "+scheme+"://10.0.0.5"))
+	}
+	if _, err := netip.ParseAddr(host); err != nil && len(validation.IsDNS1123Subdomain(strings.ToLower(host))) > 0 {
+		errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("host %q is not an IP address or a DNS name", host)))
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			errs = append(errs, field.Invalid(p, shown, "port must be 1-65535"))
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		errs = append(errs, field.Invalid(p, shown, "empty port"))
+	}
+	if scheme == "ipmi" && u.Path != "" && u.Path != "/" {
+		errs = append(errs, field.Invalid(p, shown, "an ipmi address has no path"))
+	}
+	return errs
+}
+
+func redactUserinfo(addr string) string {
+	rest := addr
+	prefix := ""
+	if i := strings.Index(addr, "://"); i >= 0 {
+		prefix, rest = addr[:i+3], addr[i+3:]
+	}
+	authority := rest
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		authority = rest[:j]
+	}
+	if k := strings.LastIndex(authority, "@"); k >= 0 {
+		return prefix + "REDACTED@" + rest[k+1:]
+	}
+	return addr
+}
+
+func validateImage(p *field.Path, im *Image, bundled map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case im.URL == "" && im.Bundled == "":
+		return field.ErrorList{field.Required(p, "give url and checksum, or bundled: the name of an image in the bundle")}
+	case im.URL != "" && im.Bundled != "":
+		return field.ErrorList{field.Forbidden(p.Child("bundled"), "give url or bundled, not both")}
+	case im.Bundled != "":
+		if im.Checksum != "" {
+			errs = append(errs, field.Forbidden(p.Child("checksum"), "a bundled image's checksum comes from the bundle: remove it"))
+		}
+		if im.ChecksumType != "" {
+			errs = append(errs, field.Forbidden(p.Child("checksumType"), "a bundled image's checksum comes from the bundle: remove it"))
+		}
+		if bundled != nil && !bundled[im.Bundled] {
+			names := make([]string, 0, len(bundled))
+			for n := range bundled {
+				names = append(names, n)
+			}
+			errs = append(errs, field.NotSupported(p.Child("bundled"), im.Bundled, sortedStrings(names)))
+		}
+	default:
+		u, err := url.Parse(im.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(p.Child("url"), redactUserinfo(im.URL), "must be an http:// or https:// URL"))
+		}
+		cp := p.Child("checksum")
+		switch {
+		case im.Checksum == "":
+			errs = append(errs, field.Required(cp, "give the image's checksum (hex digest), or a URL of a checksum file with checksumType: auto"))
+		case strings.HasPrefix(im.Checksum, "http://") || strings.HasPrefix(im.Checksum, "https://"):
+			if im.ChecksumType == "" {
+				errs = append(errs, field.Required(p.Child("checksumType"), "a checksum URL needs checksumType (md5, sha256, sha512 or auto)"))
+			}
+		case !hexDigits.MatchString(im.Checksum):
+			errs = append(errs, field.Invalid(cp, im.Checksum, "not a hex digest or a checksum URL"))
+		case im.ChecksumType == "":
+			errs = append(errs, field.Invalid(cp, im.Checksum, fmt.Sprintf("%d hex digits fit no checksum type: md5 has 32, sha256 64, sha512 128", len(im.Checksum))))
+		case im.ChecksumType != "auto" && len(im.Checksum) != map[string]int{"md5": 32, "sha256": 64, "sha512": 128}[im.ChecksumType]:
+			errs = append(errs, field.Invalid(cp, im.Checksum, fmt.Sprintf("%d hex digits do not make a %s digest", len(im.Checksum), im.ChecksumType)))
+		}
+		if im.ChecksumType != "" && !contains(checksumTypes, im.ChecksumType) {
+			errs = append(errs, field.NotSupported(p.Child("checksumType"), im.ChecksumType, checksumTypes))
+		}
+	}
+	if im.Format != "" && !contains(diskFormats, im.Format) {
+		errs = append(errs, field.NotSupported(p.Child("format"), im.Format, diskFormats))
+	}
+	return errs
+}
+
+func (c *Cluster) validate(p *field.Path, b Bootstrap) field.ErrorList {
+	var errs field.ErrorList
+	np := p.Child("name")
+	if c.Name == "" {
+		errs = append(errs, field.Required(np, "name the cluster (a DNS label)"))
+	} else if len(validation.IsDNS1123Label(c.Name)) > 0 {
+		errs = append(errs, field.Invalid(np, c.Name, "must be a DNS-1123 label: lower-case letters, digits and '-'"))
+	}
+	type net struct {
+		path   *field.Path
+		value  string
+		prefix netip.Prefix
+	}
+	var nets []net
+	for _, n := range []struct {
+		path  *field.Path
+		value string
+	}{{p.Child("podCIDR"), c.PodCIDR}, {p.Child("serviceCIDR"), c.ServiceCIDR}} {
+		pr, err := netip.ParsePrefix(n.value)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(n.path, n.value, "not a CIDR such as 10.244.0.0/16"))
+		case pr.Masked() != pr:
+			errs = append(errs, field.Invalid(n.path, n.value, "has host bits set: did you mean "+pr.Masked().String()+"?"))
+		default:
+			nets = append(nets, net{n.path, n.value, pr})
+		}
+	}
+	if pr, err := netip.ParsePrefix(b.Provisioning.Address); err == nil {
+		nets = append(nets, net{field.NewPath("bootstrap", "provisioning", "address"), b.Provisioning.Address, pr.Masked()})
+	}
+	if b.External != nil {
+		if pr, err := netip.ParsePrefix(b.External.Address); err == nil {
+			nets = append(nets, net{field.NewPath("bootstrap", "external", "address"), b.External.Address, pr.Masked()})
+		}
+	}
+	for i := 0; i < len(nets); i++ {
+		for j := i + 1; j < len(nets); j++ {
+			if i < 2 && nets[i].path.String() != nets[j].path.String() && nets[i].prefix.Overlaps(nets[j].prefix) && strings.HasPrefix(nets[i].path.String(), "cluster") {
+				errs = append(errs, field.Invalid(nets[i].path, nets[i].value, "overlaps "+nets[j].path.String()+" "+nets[j].prefix.String()))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i, pl := range c.KUDPlugins {
+		pp := p.Child("kudPlugins").Index(i)
+		switch {
+		case len(validation.IsDNS1123Label(pl)) > 0:
+			errs = append(errs, field.Invalid(pp, pl, "not a plugin name (a DNS label such as emco)"))
+		case seen[pl]:
+			errs = append(errs, field.Duplicate(pp, pl))
+		}
+		seen[pl] = true
+	}
+	return errs
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedStrings(s []string) []string {
+	slices.Sort(s)
+	return s
+}
