@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"path"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
