@@ -1,0 +1,242 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process runs each service under a detached supervisor process (its own
+// session, so it outlives the command that started it). The supervisor
+// restarts the service when it exits and stops it on SIGTERM; if the
+// supervisor is killed, the kernel kills the service too (PDEATHSIG).
+type Process struct {
+	// Dir holds NAME.pid (the supervisor's pid), NAME.child.pid and NAME.log.
+	Dir string
+	// SupervisorCommand runs RunSupervisor, e.g. {"/usr/bin/firstboot",
+	// "supervise"}; the manager appends "--dir D --name N -- COMMAND...".
+	SupervisorCommand []string
+	// Env is added to the supervisor's environment (tests use it).
+	Env []string
+}
+
+func (*Process) Kind() string { return "process" }
+
+func (m *Process) pidFile(name string) string   { return filepath.Join(m.Dir, name+".pid") }
+func (m *Process) childFile(name string) string { return filepath.Join(m.Dir, name+".child.pid") }
+
+// LogFile is where the service's output goes.
+func (m *Process) LogFile(name string) string { return filepath.Join(m.Dir, name+".log") }
+
+func (m *Process) Start(ctx context.Context, s Service) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	if len(m.SupervisorCommand) == 0 {
+		return errors.New("supervise: no supervisor command")
+	}
+	if pid := supervisorPID(m.pidFile(s.Name), s.Name); pid > 0 {
+		return nil
+	}
+	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
+		return fmt.Errorf("starting %s: %w", s.Name, err)
+	}
+	logf, err := os.OpenFile(m.LogFile(s.Name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", s.Name, err)
+	}
+	defer logf.Close()
+	args := append(append([]string{}, m.SupervisorCommand[1:]...), "--dir", m.Dir, "--name", s.Name, "--")
+	args = append(args, s.Command...)
+	cmd := exec.Command(m.SupervisorCommand[0], args...)
+	cmd.Env = append(append(os.Environ(), m.Env...), s.Env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", s.Name, err)
+	}
+	// Reap it if it dies while we are still here; otherwise it is adopted.
+	go cmd.Wait()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if supervisorPID(m.pidFile(s.Name), s.Name) == cmd.Process.Pid {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("starting %s: the supervisor did not come up (see %s)", s.Name, m.LogFile(s.Name))
+		case <-tick.C:
+		}
+	}
+}
+
+func (m *Process) Stop(ctx context.Context, name string) error {
+	pid := supervisorPID(m.pidFile(name), name)
+	if pid == 0 {
+		// No supervisor: make sure no orphaned child is left.
+		if c := readPID(m.childFile(name)); c > 0 && alive(c) && cmdlineOf(c) != "" {
+			syscall.Kill(c, syscall.SIGKILL)
+		}
+		os.Remove(m.pidFile(name))
+		os.Remove(m.childFile(name))
+		return nil
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(30 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	os.Remove(m.pidFile(name))
+	return nil
+}
+
+func (m *Process) Active(ctx context.Context, name string) (bool, error) {
+	return supervisorPID(m.pidFile(name), name) > 0, nil
+}
+
+// ChildPID returns the pid of the service process itself, or 0.
+func (m *Process) ChildPID(name string) int {
+	if supervisorPID(m.pidFile(name), name) == 0 {
+		return 0
+	}
+	pid := readPID(m.childFile(name))
+	if pid > 0 && alive(pid) {
+		return pid
+	}
+	return 0
+}
+
+func readPID(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie is not alive.
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) {
+		return data[i+2] != 'Z'
+	}
+	return true
+}
+
+func cmdlineOf(pid int) string {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.ReplaceAll(string(data), "\x00", " ")
+}
+
+// supervisorPID returns the live supervisor for name, guarding against a
+// recycled pid by checking its command line.
+func supervisorPID(pidFile, name string) int {
+	pid := readPID(pidFile)
+	if pid <= 0 || !alive(pid) {
+		return 0
+	}
+	if !strings.Contains(cmdlineOf(pid), "--name "+name+" ") {
+		return 0
+	}
+	return pid
+}
+
+func writePID(path string, pid int) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// RunSupervisor is the supervisor process's body: it runs command, restarts
+// it with a growing delay whenever it exits, and on SIGTERM or SIGINT stops
+// it (SIGTERM, then SIGKILL after grace) and returns.
+func RunSupervisor(dir, name string, command []string, log *slog.Logger) error {
+	if len(command) == 0 {
+		return errors.New("supervise: no command")
+	}
+	// PDEATHSIG is per thread: keep this goroutine on one thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := writePID(filepath.Join(dir, name+".pid"), os.Getpid()); err != nil {
+		return fmt.Errorf("supervise %s: %w", name, err)
+	}
+	defer os.Remove(filepath.Join(dir, name+".pid"))
+	defer os.Remove(filepath.Join(dir, name+".child.pid"))
+
+	const grace = 20 * time.Second
+	delay := time.Second
+	for {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		started := time.Now()
+		if err := cmd.Start(); err != nil {
+			log.Error("starting service", "service", name, "err", err)
+		} else {
+			writePID(filepath.Join(dir, name+".child.pid"), cmd.Process.Pid)
+			log.Info("service started", "service", name, "pid", cmd.Process.Pid)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				log.Warn("service exited; restarting", "service", name, "err", err, "after", delay)
+			case sig := <-sigs:
+				log.Info("stopping service", "service", name, "signal", sig.String())
+				cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(grace):
+					cmd.Process.Kill()
+					<-done
+				}
+				return nil
+			}
+		}
+		if time.Since(started) > time.Minute {
+			delay = time.Second
+		}
+		select {
+		case <-time.After(delay):
+		case <-sigs:
+			return nil
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}

@@ -1,0 +1,116 @@
+package supervise
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the supervisor.
+func TestMain(m *testing.M) {
+	if os.Getenv("SUPERVISE_TEST_HELPER") == "1" {
+		fs := flag.NewFlagSet("supervise", flag.ExitOnError)
+		dir := fs.String("dir", "", "")
+		name := fs.String("name", "", "")
+		fs.Parse(os.Args[2:]) // after -test.run=^$
+		if err := RunSupervisor(*dir, *name, fs.Args(), slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func testManager(t *testing.T) *Process {
+	return &Process{Dir: t.TempDir(), SupervisorCommand: []string{os.Args[0], "-test.run=^$"}, Env: []string{"SUPERVISE_TEST_HELPER=1"}}
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestProcessLifecycle(t *testing.T) {
+	m := testManager(t)
+	ctx := context.Background()
+	svc := Service{Name: "sleeper", Command: []string{"/bin/sleep", "1000"}}
+	t.Cleanup(func() { m.Stop(ctx, "sleeper") })
+
+	if err := m.Start(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	sup := supervisorPID(m.pidFile("sleeper"), "sleeper")
+	waitFor(t, "the service", func() bool { return m.ChildPID("sleeper") > 0 })
+	child := m.ChildPID("sleeper")
+	if !strings.HasPrefix(cmdlineOf(child), "/bin/sleep 1000") {
+		t.Fatalf("child %d runs %q", child, cmdlineOf(child))
+	}
+
+	// Starting again is a no-op.
+	if err := m.Start(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if got := supervisorPID(m.pidFile("sleeper"), "sleeper"); got != sup {
+		t.Errorf("second Start replaced the supervisor: %d → %d", sup, got)
+	}
+
+	// A crashed service comes back.
+	syscall.Kill(child, syscall.SIGKILL)
+	waitFor(t, "the restart", func() bool { c := m.ChildPID("sleeper"); return c > 0 && c != child })
+
+	// Stop leaves nothing running.
+	child = m.ChildPID("sleeper")
+	if err := m.Stop(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	if alive(sup) || alive(child) {
+		t.Errorf("after Stop: supervisor alive %v, service alive %v", alive(sup), alive(child))
+	}
+	if active, _ := m.Active(ctx, "sleeper"); active {
+		t.Error("still active after Stop")
+	}
+	if err := m.Stop(ctx, "sleeper"); err != nil {
+		t.Errorf("stopping a stopped service: %v", err)
+	}
+	if log, _ := os.ReadFile(m.LogFile("sleeper")); !strings.Contains(string(log), "service started") {
+		t.Errorf("the log file lacks the supervisor's lines: %s", log)
+	}
+}
+
+func TestKilledSupervisorTakesTheServiceWithIt(t *testing.T) {
+	m := testManager(t)
+	ctx := context.Background()
+	if err := m.Start(ctx, Service{Name: "orphan", Command: []string{"/bin/sleep", "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(ctx, "orphan") })
+	waitFor(t, "the service", func() bool { return m.ChildPID("orphan") > 0 })
+	child := m.ChildPID("orphan")
+	syscall.Kill(supervisorPID(m.pidFile("orphan"), "orphan"), syscall.SIGKILL)
+	waitFor(t, "the service to die with its supervisor", func() bool { return !alive(child) })
+}
+
+func TestServiceValidation(t *testing.T) {
+	m := testManager(t)
+	for _, s := range []Service{
+		{Name: "", Command: []string{"/bin/true"}},
+		{Name: "a/b", Command: []string{"/bin/true"}},
+		{Name: "ok", Command: []string{"true"}},
+		{Name: "ok"},
+	} {
+		if err := m.Start(context.Background(), s); err == nil {
+			t.Errorf("Start(%+v) succeeded", s)
+		}
+	}
+}
