@@ -1,0 +1,117 @@
+package kubeadm
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type encryptionConfiguration struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Resources  []struct {
+		Resources []string                    `yaml:"resources"`
+		Providers []map[string]map[string]any `yaml:"providers"`
+	} `yaml:"resources"`
+}
+
+// EnsureEncryptionConfig writes, once, an EncryptionConfiguration that
+// encrypts Secrets with secretbox under a fresh 32-byte key, mode 0600 in a
+// 0700 folder. An existing file is kept (the key must survive reboots and
+// re-runs) after checking that it is one. It reports whether it created the
+// file. Neither the key nor the file's content appears in any error.
+func EnsureEncryptionConfig(path string) (created bool, err error) {
+	if data, err := os.ReadFile(path); err == nil {
+		if err := checkEncryptionConfig(data); err != nil {
+			return false, fmt.Errorf("encryption config %s: %w; move it away only if no cluster uses it yet", path, err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return false, fmt.Errorf("encryption config %s: %w", path, err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return false, fmt.Errorf("encryption config %s: %w", path, err)
+			}
+		}
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("encryption config %s: %w", path, err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return false, fmt.Errorf("generating the encryption key: %w", err)
+	}
+	doc := fmt.Sprintf(`# Written once by firstboot: the key that encrypts Secrets in etcd.
+apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+  - resources: [secrets]
+    providers:
+      - secretbox:
+          keys:
+            - name: bootstick-1
+              secret: %s
+      - identity: {}
+`, base64.StdEncoding.EncodeToString(key))
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("encryption config: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return false, fmt.Errorf("encryption config: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".encryption-*")
+	if err != nil {
+		return false, fmt.Errorf("encryption config: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.WriteString(doc) // CreateTemp makes it 0600
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		return false, fmt.Errorf("writing encryption config %s: %w", path, werr)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return true, nil
+}
+
+func checkEncryptionConfig(data []byte) error {
+	var ec encryptionConfiguration
+	if err := yaml.Unmarshal(data, &ec); err != nil {
+		return errors.New("not valid YAML")
+	}
+	if ec.APIVersion != "apiserver.config.k8s.io/v1" || ec.Kind != "EncryptionConfiguration" {
+		return errors.New("not an apiserver.config.k8s.io/v1 EncryptionConfiguration")
+	}
+	for _, r := range ec.Resources {
+		for _, res := range r.Resources {
+			if res == "secrets" && len(r.Providers) > 0 {
+				for name := range r.Providers[0] {
+					if name == "identity" {
+						return errors.New("its first provider for secrets is identity: Secrets would be stored unencrypted")
+					}
+				}
+				return nil
+			}
+		}
+	}
+	return errors.New("it does not cover secrets")
+}

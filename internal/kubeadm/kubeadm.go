@@ -1,0 +1,233 @@
+// Package kubeadm renders the configuration kubeadm init reads for a single
+// node: InitConfiguration and ClusterConfiguration (kubeadm.k8s.io/v1beta4),
+// a KubeletConfiguration, and the EncryptionConfiguration that encrypts
+// Secrets at rest with a key kept on the data disk.
+package kubeadm
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is one node's cluster.
+type Config struct {
+	ClusterName       string
+	KubernetesVersion string // from the lock, e.g. v1.34.4
+	NodeName          string
+	AdvertiseAddress  string // the node's address
+	BindPort          int    // default 6443
+	PodSubnet         string
+	ServiceSubnet     string
+	DNSDomain         string // default cluster.local
+	// CRISocket is containerd's socket, e.g. unix:///run/bootstick/containerd/containerd.sock.
+	CRISocket string
+	// ImageRepository is where kubeadm's images are named from (their
+	// original registry; the mirror resolves it), e.g. registry.k8s.io.
+	ImageRepository string
+	EtcdImageTag    string // optional: the etcd tag in the bundle
+	CoreDNSImageTag string // optional
+	EtcdDataDir     string // on the data disk
+	// EncryptionConfigPath is the EncryptionConfiguration on the data disk;
+	// its folder is mounted read-only into the API server.
+	EncryptionConfigPath string
+	// CgroupDriver is "systemd" when systemd is PID 1, else "cgroupfs".
+	CgroupDriver string
+	// CertSANs are extra names for the API server's certificate.
+	CertSANs []string
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var probs []string
+	need := func(name, v string) {
+		if v == "" {
+			probs = append(probs, name+" is not set")
+		}
+	}
+	need("KubernetesVersion", c.KubernetesVersion)
+	need("NodeName", c.NodeName)
+	need("CRISocket", c.CRISocket)
+	need("ImageRepository", c.ImageRepository)
+	need("EtcdDataDir", c.EtcdDataDir)
+	need("EncryptionConfigPath", c.EncryptionConfigPath)
+	if c.KubernetesVersion != "" && !strings.HasPrefix(c.KubernetesVersion, "v") {
+		probs = append(probs, fmt.Sprintf("KubernetesVersion %q must start with v", c.KubernetesVersion))
+	}
+	if _, err := netip.ParseAddr(c.AdvertiseAddress); err != nil {
+		probs = append(probs, fmt.Sprintf("AdvertiseAddress %q is not an IP address", c.AdvertiseAddress))
+	}
+	for name, v := range map[string]string{"PodSubnet": c.PodSubnet, "ServiceSubnet": c.ServiceSubnet} {
+		if _, err := netip.ParsePrefix(v); err != nil {
+			probs = append(probs, fmt.Sprintf("%s %q is not a CIDR", name, v))
+		}
+	}
+	if c.CgroupDriver != "systemd" && c.CgroupDriver != "cgroupfs" {
+		probs = append(probs, fmt.Sprintf("CgroupDriver %q is not systemd or cgroupfs", c.CgroupDriver))
+	}
+	if !strings.HasPrefix(c.CRISocket, "unix://") && c.CRISocket != "" {
+		probs = append(probs, fmt.Sprintf("CRISocket %q must be a unix:// URL", c.CRISocket))
+	}
+	for name, p := range map[string]string{"EtcdDataDir": c.EtcdDataDir, "EncryptionConfigPath": c.EncryptionConfigPath} {
+		if p != "" && !filepath.IsAbs(p) {
+			probs = append(probs, fmt.Sprintf("%s %q is not an absolute path", name, p))
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("kubeadm config: %s", strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+type arg struct {
+	Name  string `yaml:"name"`
+	Value string `yaml:"value"`
+}
+
+type volume struct {
+	Name      string `yaml:"name"`
+	HostPath  string `yaml:"hostPath"`
+	MountPath string `yaml:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly"`
+	PathType  string `yaml:"pathType"`
+}
+
+type typeMeta struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+}
+
+type initConfiguration struct {
+	typeMeta         `yaml:",inline"`
+	NodeRegistration struct {
+		Name             string   `yaml:"name"`
+		CRISocket        string   `yaml:"criSocket"`
+		ImagePullPolicy  string   `yaml:"imagePullPolicy"`
+		Taints           []string `yaml:"taints"` // empty: no control-plane taint
+		KubeletExtraArgs []arg    `yaml:"kubeletExtraArgs"`
+	} `yaml:"nodeRegistration"`
+	LocalAPIEndpoint struct {
+		AdvertiseAddress string `yaml:"advertiseAddress"`
+		BindPort         int    `yaml:"bindPort"`
+	} `yaml:"localAPIEndpoint"`
+}
+
+type imageMeta struct {
+	ImageRepository string `yaml:"imageRepository,omitempty"`
+	ImageTag        string `yaml:"imageTag,omitempty"`
+}
+
+type clusterConfiguration struct {
+	typeMeta             `yaml:",inline"`
+	ClusterName          string `yaml:"clusterName"`
+	KubernetesVersion    string `yaml:"kubernetesVersion"`
+	ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint"`
+	ImageRepository      string `yaml:"imageRepository"`
+	Networking           struct {
+		PodSubnet     string `yaml:"podSubnet"`
+		ServiceSubnet string `yaml:"serviceSubnet"`
+		DNSDomain     string `yaml:"dnsDomain"`
+	} `yaml:"networking"`
+	Etcd struct {
+		Local struct {
+			imageMeta `yaml:",inline"`
+			DataDir   string `yaml:"dataDir"`
+		} `yaml:"local"`
+	} `yaml:"etcd"`
+	DNS       imageMeta `yaml:"dns,omitempty"`
+	APIServer struct {
+		CertSANs     []string `yaml:"certSANs,omitempty"`
+		ExtraArgs    []arg    `yaml:"extraArgs"`
+		ExtraVolumes []volume `yaml:"extraVolumes"`
+	} `yaml:"apiServer"`
+}
+
+type kubeletConfiguration struct {
+	typeMeta                 `yaml:",inline"`
+	CgroupDriver             string `yaml:"cgroupDriver"`
+	ContainerRuntimeEndpoint string `yaml:"containerRuntimeEndpoint"`
+	FailSwapOn               bool   `yaml:"failSwapOn"`
+	// The control plane's static pods must not be evicted when the
+	// live system's RAM-backed root fills up.
+	EvictionHard map[string]string `yaml:"evictionHard"`
+}
+
+// EncryptionMountPath is where the API server sees the encryption config's folder.
+const EncryptionMountPath = "/etc/kubernetes/bootstick-encryption"
+
+// Render returns the multi-document YAML for kubeadm init --config.
+func Render(c Config) ([]byte, error) {
+	if c.BindPort == 0 {
+		c.BindPort = 6443
+	}
+	if c.DNSDomain == "" {
+		c.DNSDomain = "cluster.local"
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = "kubernetes"
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var ic initConfiguration
+	ic.typeMeta = typeMeta{"kubeadm.k8s.io/v1beta4", "InitConfiguration"}
+	ic.NodeRegistration.Name = c.NodeName
+	ic.NodeRegistration.CRISocket = c.CRISocket
+	ic.NodeRegistration.ImagePullPolicy = "IfNotPresent"
+	ic.NodeRegistration.Taints = []string{}
+	ic.NodeRegistration.KubeletExtraArgs = []arg{{"node-ip", c.AdvertiseAddress}}
+	ic.LocalAPIEndpoint.AdvertiseAddress = c.AdvertiseAddress
+	ic.LocalAPIEndpoint.BindPort = c.BindPort
+
+	var cc clusterConfiguration
+	cc.typeMeta = typeMeta{"kubeadm.k8s.io/v1beta4", "ClusterConfiguration"}
+	cc.ClusterName = c.ClusterName
+	cc.KubernetesVersion = c.KubernetesVersion
+	cc.ControlPlaneEndpoint = netip.AddrPortFrom(netip.MustParseAddr(c.AdvertiseAddress), uint16(c.BindPort)).String()
+	cc.ImageRepository = c.ImageRepository
+	cc.Networking.PodSubnet = c.PodSubnet
+	cc.Networking.ServiceSubnet = c.ServiceSubnet
+	cc.Networking.DNSDomain = c.DNSDomain
+	cc.Etcd.Local.DataDir = c.EtcdDataDir
+	cc.Etcd.Local.ImageTag = c.EtcdImageTag
+	cc.DNS.ImageTag = c.CoreDNSImageTag
+	cc.APIServer.CertSANs = append([]string{c.AdvertiseAddress}, c.CertSANs...)
+	cc.APIServer.ExtraArgs = []arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(c.EncryptionConfigPath)}}
+	cc.APIServer.ExtraVolumes = []volume{{Name: "bootstick-encryption", HostPath: filepath.Dir(c.EncryptionConfigPath),
+		MountPath: EncryptionMountPath, ReadOnly: true, PathType: "DirectoryOrCreate"}}
+
+	kc := kubeletConfiguration{
+		typeMeta:                 typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"},
+		CgroupDriver:             c.CgroupDriver,
+		ContainerRuntimeEndpoint: c.CRISocket,
+		FailSwapOn:               false,
+		EvictionHard:             map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+	}
+
+	var b bytes.Buffer
+	b.WriteString("# Written by firstboot for kubeadm init --config.\n")
+	for i, doc := range []any{ic, cc, kc} {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(doc); err != nil {
+			return nil, fmt.Errorf("rendering kubeadm config: %w", err)
+		}
+		enc.Close()
+	}
+	return b.Bytes(), nil
+}
+
+// CgroupDriver is "systemd" when systemd is PID 1, else "cgroupfs".
+func CgroupDriver(systemdIsPID1 bool) string {
+	if systemdIsPID1 {
+		return "systemd"
+	}
+	return "cgroupfs"
+}
