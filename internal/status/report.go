@@ -1,0 +1,159 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+)
+
+// Report is what `firstboot status` shows.
+type Report struct {
+	// Phase is "not started", "running", "interrupted", "failed" or "done".
+	Phase     string       `json:"phase"`
+	HolderPID int          `json:"holderPID,omitempty"` // the running firstboot
+	Started   time.Time    `json:"started,omitzero"`
+	Finished  time.Time    `json:"finished,omitzero"`
+	Steps     []StepReport `json:"steps"`
+	LastError *ErrorReport `json:"lastError,omitempty"`
+	// Problems are other things found wrong, e.g. corrupted blobs.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// StepReport is one step.
+type StepReport struct {
+	Name            string    `json:"name"`
+	State           string    `json:"state"`
+	DurationSeconds float64   `json:"durationSeconds,omitempty"`
+	Started         time.Time `json:"started,omitzero"`
+	Ended           time.Time `json:"ended,omitzero"`
+	Attempts        int       `json:"attempts,omitempty"`
+	Skipped         bool      `json:"skipped,omitempty"`
+	Error           string    `json:"error,omitempty"`
+}
+
+// ErrorReport is the last failure and what to do about it.
+type ErrorReport struct {
+	Step  string `json:"step"`
+	Error string `json:"error"`
+	Hint  string `json:"hint,omitempty"`
+}
+
+// Input is what a report is built from.
+type Input struct {
+	State *pipeline.State
+	// Running is true when a run holds the lock; HolderPID is its pid.
+	Running   bool
+	HolderPID int
+	// Hints are per-step advice shown with a failure.
+	Hints    map[string]string
+	Problems []string
+}
+
+// Build makes the report.
+func Build(in Input) Report {
+	st := in.State
+	r := Report{Started: st.Started, Finished: st.Finished, Problems: in.Problems, Steps: []StepReport{}}
+	if in.Running {
+		r.HolderPID = in.HolderPID
+	}
+	anyStarted, allDone, failed, interrupted := false, len(st.Steps) > 0, false, false
+	for _, s := range st.Steps {
+		state := s.State
+		if state == pipeline.StateRunning && !in.Running {
+			state, interrupted = "interrupted", true
+		}
+		if state != pipeline.StatePending {
+			anyStarted = true
+		}
+		if s.State != pipeline.StateDone {
+			allDone = false
+		}
+		if s.State == pipeline.StateFailed {
+			failed = true
+		}
+		r.Steps = append(r.Steps, StepReport{Name: s.Name, State: state, DurationSeconds: s.Duration.Seconds(),
+			Started: s.Started, Ended: s.Ended, Attempts: s.Attempts, Skipped: s.Skipped, Error: s.Error})
+	}
+	switch {
+	case in.Running:
+		r.Phase = "running"
+	case allDone:
+		r.Phase = "done"
+	case failed:
+		r.Phase = "failed"
+	case interrupted:
+		r.Phase = "interrupted"
+	case anyStarted:
+		r.Phase = "incomplete"
+	default:
+		r.Phase = "not started"
+	}
+	if last := st.LastError(); last != nil {
+		hint := in.Hints[last.Name]
+		if hint == "" {
+			hint = "fix the cause, then run `firstboot run` again: finished steps are not repeated"
+		}
+		r.LastError = &ErrorReport{Step: last.Name, Error: last.Error, Hint: hint}
+	}
+	return r
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for people.
+func (r Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "firstboot: %s", r.Phase)
+	if r.HolderPID > 0 {
+		fmt.Fprintf(&b, " (pid %d)", r.HolderPID)
+	}
+	b.WriteString("\n\n")
+	width := 4
+	for _, s := range r.Steps {
+		width = max(width, len(s.Name))
+	}
+	var total float64
+	for i, s := range r.Steps {
+		dur := ""
+		if s.DurationSeconds > 0 {
+			dur = fmtSeconds(s.DurationSeconds)
+			total += s.DurationSeconds
+		}
+		note := ""
+		if s.Skipped {
+			note = "  (found in place)"
+		}
+		if s.Attempts > 1 {
+			note += fmt.Sprintf("  (%d attempts)", s.Attempts)
+		}
+		line := fmt.Sprintf("  %2d  %-*s  %-11s  %7s%s", i+1, width, s.Name, s.State, dur, note)
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	if total > 0 {
+		fmt.Fprintf(&b, "      %-*s  %-11s  %7s\n", width, "", "total", fmtSeconds(total))
+	}
+	if r.LastError != nil {
+		fmt.Fprintf(&b, "\nlast error, in step %s:\n  %s\nhint: %s\n", r.LastError.Step, r.LastError.Error, r.LastError.Hint)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "\nproblem: %s\n", p)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func fmtSeconds(s float64) string {
+	if s < 10 {
+		return fmt.Sprintf("%.1fs", s)
+	}
+	return (time.Duration(s) * time.Second).Round(time.Second).String()
+}

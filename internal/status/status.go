@@ -1,0 +1,115 @@
+// Package status tells people and machines how firstboot is doing: STATUS
+// lines for systemd (sd_notify), a console banner in /etc/issue.d, and the
+// report behind `firstboot status`.
+package status
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+)
+
+// Line is the one-line summary of an event, as STATUS and the console show it.
+func Line(e pipeline.Event) string {
+	switch e.Phase {
+	case pipeline.PhaseStarted:
+		return fmt.Sprintf("step %d/%d: %s", e.Index, e.Total, e.Step)
+	case pipeline.PhaseDone:
+		return fmt.Sprintf("step %d/%d: %s done in %s", e.Index, e.Total, e.Step, e.Duration.Round(100_000_000))
+	case pipeline.PhaseSkipped:
+		return fmt.Sprintf("step %d/%d: %s already done", e.Index, e.Total, e.Step)
+	case pipeline.PhaseFailed:
+		return fmt.Sprintf("step %d/%d: %s FAILED: %v", e.Index, e.Total, e.Step, e.Err)
+	}
+	return e.Step
+}
+
+// Notifier sends each event to systemd as a STATUS= line. Outside a
+// systemd service (no NOTIFY_SOCKET) it does nothing.
+type Notifier struct {
+	Log *slog.Logger
+}
+
+func (n *Notifier) Update(e pipeline.Event) { n.notify("STATUS=" + oneLine(Line(e))) }
+
+// Ready tells systemd that the service is up (Type=notify), with a status.
+func (n *Notifier) Ready(status string) { n.notify("READY=1\nSTATUS=" + oneLine(status)) }
+
+// Status sends a free-form STATUS line.
+func (n *Notifier) Status(status string) { n.notify("STATUS=" + oneLine(status)) }
+
+func (n *Notifier) notify(msg string) {
+	if _, err := daemon.SdNotify(false, msg); err != nil && n.Log != nil {
+		n.Log.Debug("sd_notify", "err", err)
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+// Console keeps a banner in /etc/issue.d (agetty shows it above the login
+// prompt) with the current step and where the cluster answers.
+type Console struct {
+	// Path is the issue file, e.g. /etc/issue.d/bootstick.issue.
+	Path string
+	// Address is shown as the cluster's address, e.g. https://192.0.2.10:6443.
+	Address string
+	Log     *slog.Logger
+
+	mu   sync.Mutex
+	last string
+}
+
+// DefaultIssuePath is where the appliance's banner goes.
+const DefaultIssuePath = "/etc/issue.d/bootstick.issue"
+
+func (c *Console) Update(e pipeline.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	state := "in progress"
+	switch {
+	case e.Phase == pipeline.PhaseFailed:
+		state = "FAILED (run: firstboot status)"
+	case e.Index == e.Total && (e.Phase == pipeline.PhaseDone || e.Phase == pipeline.PhaseSkipped):
+		state = "ready"
+	}
+	c.write(Banner(state, Line(e), c.Address))
+}
+
+// Banner is the issue file's content. Backslashes are doubled: agetty
+// reads \x sequences in issue files.
+func Banner(state, line, address string) string {
+	var b strings.Builder
+	b.WriteString("\nbootstick infra-local-controller: " + state + "\n")
+	b.WriteString("  " + line + "\n")
+	if address != "" {
+		b.WriteString("  cluster: " + address + "\n")
+	}
+	b.WriteString("  details: firstboot status\n\n")
+	return strings.ReplaceAll(b.String(), `\`, `\\`)
+}
+
+func (c *Console) write(s string) {
+	if s == c.last {
+		return
+	}
+	c.last = s
+	if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err == nil {
+		err = pipeline.WriteFileAtomic(c.Path, []byte(s), 0o644)
+		if err != nil && c.Log != nil {
+			c.Log.Warn("writing the console banner", "err", err)
+		}
+	}
+}

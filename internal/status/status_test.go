@@ -1,0 +1,148 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var t0 = time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+
+func rec(name, state string, secs float64, errText string) pipeline.StepRecord {
+	r := pipeline.StepRecord{Name: name, State: state, Error: errText}
+	if state != pipeline.StatePending {
+		r.Started, r.Attempts = t0, 1
+		r.Duration = time.Duration(secs * float64(time.Second))
+		r.Ended = t0.Add(r.Duration)
+	}
+	return r
+}
+
+func TestBuildPhases(t *testing.T) {
+	tests := []struct {
+		name    string
+		steps   []pipeline.StepRecord
+		running bool
+		want    string
+	}{
+		{"empty", nil, false, "not started"},
+		{"all pending", []pipeline.StepRecord{rec("a", pipeline.StatePending, 0, "")}, false, "not started"},
+		{"done", []pipeline.StepRecord{rec("a", pipeline.StateDone, 1, "")}, false, "done"},
+		{"failed", []pipeline.StepRecord{rec("a", pipeline.StateDone, 1, ""), rec("b", pipeline.StateFailed, 1, "x")}, false, "failed"},
+		{"running", []pipeline.StepRecord{rec("a", pipeline.StateRunning, 0, "")}, true, "running"},
+		{"interrupted", []pipeline.StepRecord{rec("a", pipeline.StateRunning, 0, "")}, false, "interrupted"},
+		{"incomplete", []pipeline.StepRecord{rec("a", pipeline.StateDone, 1, ""), rec("b", pipeline.StatePending, 0, "")}, false, "incomplete"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Build(Input{State: &pipeline.State{Version: 1, Steps: tt.steps}, Running: tt.running, HolderPID: 42})
+			if r.Phase != tt.want {
+				t.Errorf("phase %q, want %q", r.Phase, tt.want)
+			}
+		})
+	}
+}
+
+func failedState() *pipeline.State {
+	return &pipeline.State{Version: 1, Started: t0, Steps: []pipeline.StepRecord{
+		rec("preflight", pipeline.StateDone, 0.2, ""),
+		rec("registry", pipeline.StateDone, 1.26, ""),
+		rec("containerd", pipeline.StateFailed, 12.4, "containerd at /run/bootstick/containerd/containerd.sock not ready after 30s"),
+		rec("kubeadm-init", pipeline.StatePending, 0, ""),
+	}}
+}
+
+func TestReportText(t *testing.T) {
+	r := Build(Input{State: failedState(), Hints: map[string]string{"containerd": "see /run/bootstick/services/bootstick-containerd.log"},
+		Problems: []string{"corrupted blob sha256:abc in the bundle's registry"}})
+	var b bytes.Buffer
+	r.WriteText(&b)
+	p := filepath.Join("testdata", "failed.txt")
+	if *update {
+		os.WriteFile(p, b.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("differs from %s:\n%s", p, b.String())
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	r := Build(Input{State: failedState()})
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Phase != "failed" || back.LastError == nil || back.LastError.Step != "containerd" || back.LastError.Hint == "" {
+		t.Errorf("round trip lost the failure: %+v", back)
+	}
+	if back.Steps[1].DurationSeconds != 1.26 {
+		t.Errorf("duration %v, want 1.26", back.Steps[1].DurationSeconds)
+	}
+}
+
+func TestConsoleBanner(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "issue.d", "bootstick.issue")
+	c := &Console{Path: p, Address: `https://192.0.2.10:6443`}
+	c.Update(pipeline.Event{Step: "kubeadm-init", Index: 6, Total: 11, Phase: pipeline.PhaseStarted})
+	got, _ := os.ReadFile(p)
+	for _, want := range []string{"in progress", "step 6/11: kubeadm-init", "cluster: https://192.0.2.10:6443"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("banner lacks %q:\n%s", want, got)
+		}
+	}
+	c.Update(pipeline.Event{Step: "containerd", Index: 5, Total: 11, Phase: pipeline.PhaseFailed, Err: errors.New(`bad \path`)})
+	got, _ = os.ReadFile(p)
+	if !strings.Contains(string(got), "FAILED") || !strings.Contains(string(got), `bad \\path`) {
+		t.Errorf("failure banner (with escaped backslash):\n%s", got)
+	}
+	c.Update(pipeline.Event{Step: "done", Index: 11, Total: 11, Phase: pipeline.PhaseDone})
+	got, _ = os.ReadFile(p)
+	if !strings.Contains(string(got), ": ready") {
+		t.Errorf("final banner:\n%s", got)
+	}
+}
+
+func TestNotifierSendsStatus(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	n := &Notifier{}
+	n.Update(pipeline.Event{Step: "registry", Index: 4, Total: 11, Phase: pipeline.PhaseDone, Duration: 1234 * time.Millisecond})
+	n.Ready("node ready")
+	buf := make([]byte, 1024)
+	var got []string
+	for range 2 {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(buf[:k]))
+	}
+	if got[0] != "STATUS=step 4/11: registry done in 1.2s" || got[1] != "READY=1\nSTATUS=node ready" {
+		t.Errorf("notifications %q", got)
+	}
+}
