@@ -1,0 +1,154 @@
+// Package v1alpha1 is the Provisioning kind of the Akraino ICN binary
+// provisioning agent (BPA), group bpa.akraino.org: which hosts make a
+// cluster's masters and workers, keyed by host name with their boot MAC
+// addresses and resource needs, as the original BPA CRD has them, plus a
+// status that tells each host's progress.
+//
+// +kubebuilder:object:generate=true
+// +groupName=bpa.akraino.org
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is bpa.akraino.org/v1alpha1.
+var GroupVersion = schema.GroupVersion{Group: "bpa.akraino.org", Version: "v1alpha1"}
+
+var (
+	// SchemeBuilder registers the kinds of this group.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds the kinds of this group to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Provisioning{}, &ProvisioningList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
+
+// ProvisioningSpec is the cluster to build: its masters and workers, keyed
+// by host name, the KUD plugins to install and the pod subnet. Field names
+// are those of the original BPA CRD.
+type ProvisioningSpec struct {
+	// Masters are the control-plane hosts, each a one-entry map from the
+	// host's name to its boot MAC address and resources.
+	// +optional
+	Masters []map[string]Master `json:"masters,omitempty"`
+	// Workers are the worker hosts, keyed by name like Masters.
+	// +optional
+	Workers []map[string]Worker `json:"workers,omitempty"`
+	// KUDPlugins are the Kubernetes Deployment (KUD) add-ons to install.
+	// +optional
+	KUDPlugins []string `json:"KUDPlugins,omitempty"`
+	// PodSubnet is the cluster's pod CIDR.
+	// +optional
+	PodSubnet string `json:"PodSubnet,omitempty"`
+}
+
+// Master is a control-plane host's boot MAC address and resources.
+type Master struct {
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$`
+	MACaddress string `json:"mac-address,omitempty"`
+	// +optional
+	CPU int32 `json:"cpu,omitempty"`
+	// +optional
+	Memory string `json:"memory,omitempty"`
+}
+
+// Worker is a worker host's boot MAC address and resources.
+type Worker struct {
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$`
+	MACaddress string `json:"mac-address,omitempty"`
+	// +optional
+	CPU int32 `json:"cpu,omitempty"`
+	// +optional
+	Memory string `json:"memory,omitempty"`
+	// +optional
+	SRIOV bool `json:"sriov,omitempty"`
+	// +optional
+	QAT bool `json:"qat,omitempty"`
+}
+
+// HostState is where one host of a Provisioning is.
+// +kubebuilder:validation:Enum=Pending;Matched;Provisioning;Provisioned;Error
+type HostState string
+
+// The states a host goes through.
+const (
+	// HostPending: no BareMetalHost with the host's MAC address yet.
+	HostPending HostState = "Pending"
+	// HostMatched: a BareMetalHost has the MAC address.
+	HostMatched HostState = "Matched"
+	// HostProvisioning: the OS is being written.
+	HostProvisioning HostState = "Provisioning"
+	// HostProvisioned: the OS runs; the host can join the cluster.
+	HostProvisioned HostState = "Provisioned"
+	// HostError: see Error.
+	HostError HostState = "Error"
+)
+
+// HostStatus is one host's progress.
+type HostStatus struct {
+	// Name is the host's key in masters or workers.
+	Name string `json:"name"`
+	// Role is master or worker.
+	// +kubebuilder:validation:Enum=master;worker
+	Role string `json:"role"`
+	// MACAddress is the boot MAC address the host was matched on.
+	// +optional
+	MACAddress string `json:"macAddress,omitempty"`
+	// BareMetalHost is the name of the matched metal3.io BareMetalHost.
+	// +optional
+	BareMetalHost string `json:"bareMetalHost,omitempty"`
+	// State is where the host is.
+	State HostState `json:"state"`
+	// Error says what went wrong when State is Error. It never holds
+	// credentials.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// LastUpdated is when State last changed.
+	// +optional
+	LastUpdated *metav1.Time `json:"lastUpdated,omitempty"`
+}
+
+// ProvisioningStatus is what the BPA has done.
+type ProvisioningStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Hosts is each host's progress, one entry per name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Hosts []HostStatus `json:"hosts,omitempty"`
+	// Conditions are Ready and the like.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Provisioning is one cluster the BPA builds on BareMetalHosts.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=provisionings,scope=Namespaced
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Provisioning struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProvisioningSpec   `json:"spec,omitempty"`
+	Status ProvisioningStatus `json:"status,omitempty"`
+}
+
+// ProvisioningList is a list of Provisionings.
+// +kubebuilder:object:root=true
+type ProvisioningList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Provisioning `json:"items"`
+}
