@@ -1,0 +1,252 @@
+// Package render turns a site into the Kubernetes objects that provision
+// it: per host a BMC credentials Secret, a user-data Secret carrying the
+// SSH public keys, a network-data Secret when the site gives one and a
+// metal3.io BareMetalHost; then one bpa.akraino.org Provisioning for the
+// cluster and the Secret holding the generated SSH key pair. Output is
+// deterministic: hosts in name order, every map sorted on output.
+package render
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+)
+
+// Namespace holds every site object.
+const Namespace = "metal3"
+
+// SSHKeySecret is the name of the Secret with the generated key pair.
+const SSHKeySecret = "bootstick-ssh-key"
+
+// Labels put on every object.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelCluster   = "bootstick.dev/cluster"
+	LabelHost      = "bootstick.dev/host"
+	LabelRole      = "bootstick.dev/role"
+)
+
+// ImagePort is the port the bootstrap machine serves OS images on (Ironic's
+// httpd).
+const ImagePort = 6180
+
+// Object is a Kubernetes object with metadata.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Options are render's inputs besides the site.
+type Options struct {
+	// SSHKey is the key pair firstboot generated; its public half goes
+	// into every host's user data. Required.
+	SSHKey *sshkeys.KeyPair
+	// Images are the bundle's OS images, needed when a host names one.
+	Images []site.BundledImage
+	// ImageBaseURL is where bundled images are served, ending in "/".
+	// Empty means http://PROVISIONING-ADDRESS:6180/images/.
+	ImageBaseURL string
+}
+
+// BMCSecretName and the others name a host's objects.
+func BMCSecretName(host string) string { return host + "-bmc-secret" }
+
+// UserDataSecretName names a host's user-data Secret.
+func UserDataSecretName(host string) string { return host + "-user-data" }
+
+// NetworkDataSecretName names a host's network-data Secret.
+func NetworkDataSecretName(host string) string { return host + "-network-data" }
+
+// Render returns the site's objects in apply order.
+func Render(s *site.Site, opts Options) ([]Object, error) {
+	if opts.SSHKey == nil {
+		return nil, errors.New("rendering site: no SSH key")
+	}
+	base := opts.ImageBaseURL
+	if base == "" {
+		pr, err := netip.ParsePrefix(s.Bootstrap.Provisioning.Address)
+		if err != nil {
+			return nil, fmt.Errorf("rendering site: provisioning address: %w", err)
+		}
+		base = "http://" + netip.AddrPortFrom(pr.Addr(), ImagePort).String() + "/images/"
+	}
+	images := map[string]site.BundledImage{}
+	for _, im := range opts.Images {
+		images[im.Name] = im
+	}
+
+	hosts := slices.Clone(s.Hosts)
+	slices.SortFunc(hosts, func(a, b site.Host) int { return strings.Compare(a.Name, b.Name) })
+
+	var objs []Object
+	prov := &bpa.Provisioning{
+		TypeMeta:   metav1.TypeMeta{APIVersion: bpa.GroupVersion.String(), Kind: "Provisioning"},
+		ObjectMeta: meta(s.Cluster.Name, s, "", ""),
+		Spec: bpa.ProvisioningSpec{
+			KUDPlugins: slices.Clone(s.Cluster.KUDPlugins),
+			PodSubnet:  s.Cluster.PodCIDR,
+		},
+	}
+	// The original BPA keys its Provisionings by these labels.
+	prov.Labels["cluster"] = s.Cluster.Name
+	prov.Labels["owner"] = "bootstick"
+
+	for _, h := range hosts {
+		mac, err := site.NormalizeMAC(h.BootMACAddress)
+		if err != nil {
+			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
+		}
+		objs = append(objs, &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: meta(BMCSecretName(h.Name), s, h.Name, h.Role),
+			Type:       corev1.SecretTypeOpaque,
+			Data: map[string][]byte{
+				"username": []byte(h.BMC.Credentials.Username),
+				"password": []byte(h.BMC.Credentials.Password.Reveal()),
+			},
+		})
+		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...))
+		if err != nil {
+			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
+		}
+		objs = append(objs, &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: meta(UserDataSecretName(h.Name), s, h.Name, h.Role),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{"userData": userData},
+		})
+		var networkData *corev1.SecretReference
+		if h.NetworkData != nil {
+			nd, err := yaml.Marshal(h.NetworkData)
+			if err != nil {
+				return nil, fmt.Errorf("rendering host %s: network data: %w", h.Name, err)
+			}
+			objs = append(objs, &corev1.Secret{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: meta(NetworkDataSecretName(h.Name), s, h.Name, h.Role),
+				Type:       corev1.SecretTypeOpaque,
+				Data:       map[string][]byte{"networkData": nd},
+			})
+			networkData = &corev1.SecretReference{Name: NetworkDataSecretName(h.Name), Namespace: Namespace}
+		}
+
+		image, err := hostImage(h, images, base)
+		if err != nil {
+			return nil, err
+		}
+		bmh := &metal3.BareMetalHost{
+			TypeMeta:   metav1.TypeMeta{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost"},
+			ObjectMeta: meta(h.Name, s, h.Name, h.Role),
+			Spec: metal3.BareMetalHostSpec{
+				Online:         true,
+				BootMACAddress: mac,
+				BootMode:       metal3.BootMode(h.BootMode),
+				BMC: metal3.BMCDetails{
+					Address:                        h.BMC.Address,
+					CredentialsName:                BMCSecretName(h.Name),
+					DisableCertificateVerification: h.BMC.DisableCertificateVerification,
+				},
+				Image:       image,
+				UserData:    &corev1.SecretReference{Name: UserDataSecretName(h.Name), Namespace: Namespace},
+				NetworkData: networkData,
+				Description: fmt.Sprintf("%s of cluster %s", h.Role, s.Cluster.Name),
+			},
+		}
+		if r := h.RootDeviceHints; r != nil {
+			bmh.Spec.RootDeviceHints = &metal3.RootDeviceHints{
+				DeviceName: r.DeviceName, HCTL: r.HCTL, Model: r.Model, Vendor: r.Vendor,
+				SerialNumber: r.SerialNumber, MinSizeGigabytes: r.MinSizeGigabytes, WWN: r.WWN,
+				WWNWithExtension: r.WWNWithExtension, WWNVendorExtension: r.WWNVendorExtension,
+				Rotational: r.Rotational,
+			}
+		}
+		objs = append(objs, bmh)
+
+		switch h.Role {
+		case site.RoleMaster:
+			prov.Spec.Masters = append(prov.Spec.Masters, map[string]bpa.Master{h.Name: {
+				MACaddress: mac, CPU: h.Requirements.CPU, Memory: h.Requirements.Memory,
+			}})
+		case site.RoleWorker:
+			prov.Spec.Workers = append(prov.Spec.Workers, map[string]bpa.Worker{h.Name: {
+				MACaddress: mac, CPU: h.Requirements.CPU, Memory: h.Requirements.Memory,
+				SRIOV: h.Requirements.SRIOV, QAT: h.Requirements.QAT,
+			}})
+		}
+	}
+	objs = append(objs, prov)
+	objs = append(objs, &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: meta(SSHKeySecret, s, "", ""),
+		Type:       corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{
+			corev1.SSHAuthPrivateKey: opts.SSHKey.Private,
+			"ssh-publickey":          []byte(opts.SSHKey.Public + "\n"),
+		},
+	})
+	return objs, nil
+}
+
+func meta(name string, s *site.Site, host string, role site.Role) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name:      name,
+		Namespace: Namespace,
+		Labels: map[string]string{
+			LabelManagedBy: "bootstick",
+			LabelCluster:   s.Cluster.Name,
+		},
+	}
+	if host != "" {
+		m.Labels[LabelHost] = host
+		m.Labels[LabelRole] = string(role)
+	}
+	return m
+}
+
+func hostImage(h site.Host, images map[string]site.BundledImage, base string) (*metal3.Image, error) {
+	im := h.Image
+	if im.Bundled != "" {
+		b, ok := images[im.Bundled]
+		if !ok {
+			return nil, fmt.Errorf("rendering host %s: image %q is not in the bundle: give --bundle", h.Name, im.Bundled)
+		}
+		out := &metal3.Image{URL: base + b.File, Checksum: b.SHA256, ChecksumType: metal3.SHA256}
+		if b.Format != "" {
+			f := b.Format
+			out.DiskFormat = &f
+		}
+		return out, nil
+	}
+	out := &metal3.Image{URL: im.URL, Checksum: im.Checksum, ChecksumType: metal3.ChecksumType(im.ChecksumType)}
+	if im.Format != "" {
+		f := im.Format
+		out.DiskFormat = &f
+	}
+	return out, nil
+}
+
+// cloudConfig is a host's user data: its name and the keys root's
+// authorized_keys gets.
+func cloudConfig(hostname string, keys []string) ([]byte, error) {
+	body, err := yaml.Marshal(struct {
+		Hostname          string   `yaml:"hostname"`
+		SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys"`
+		DisableRoot       bool     `yaml:"disable_root"`
+	}{hostname, keys, false})
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("#cloud-config\n"), body...), nil
+}

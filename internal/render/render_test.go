@@ -1,0 +1,151 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var testImages = []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"}}
+
+func testKey(t testing.TB) *sshkeys.KeyPair {
+	t.Helper()
+	b, err := os.ReadFile("testdata/ssh/id_ed25519")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := sshkeys.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func renderSite3(t *testing.T) []Object {
+	t.Helper()
+	s, err := site.Load("testdata/site3.yaml", site.Options{BundledImages: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(s, Options{SSHKey: testKey(t), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (go test ./internal/render -update rewrites it):\n%s", path, got)
+	}
+}
+
+func TestGoldenThreeHosts(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		show   bool
+	}{{"testdata/site3.golden.yaml", false}, {"testdata/site3.secrets.golden.yaml", true}} {
+		t.Run(tc.golden, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteYAML(&buf, renderSite3(t), tc.show); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.golden, buf.Bytes())
+			// Twice the same.
+			var again bytes.Buffer
+			if err := WriteYAML(&again, renderSite3(t), tc.show); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf.Bytes(), again.Bytes()) {
+				t.Fatal("render is not deterministic")
+			}
+		})
+	}
+}
+
+func TestRenderContents(t *testing.T) {
+	objs := renderSite3(t)
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, fmt.Sprintf("%s/%s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName()))
+	}
+	want := []string{
+		"Secret/master-0-bmc-secret", "Secret/master-0-user-data", "BareMetalHost/master-0",
+		"Secret/worker-0-bmc-secret", "Secret/worker-0-user-data", "Secret/worker-0-network-data", "BareMetalHost/worker-0",
+		"Secret/worker-1-bmc-secret", "Secret/worker-1-user-data", "BareMetalHost/worker-1",
+		"Provisioning/edge-1", "Secret/bootstick-ssh-key",
+	}
+	if strings.Join(kinds, " ") != strings.Join(want, " ") {
+		t.Fatalf("objects:\n%v\nwant:\n%v", kinds, want)
+	}
+	byName := map[string]Object{}
+	for _, o := range objs {
+		byName[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o
+	}
+	sec := byName["Secret/worker-1-bmc-secret"].(*corev1.Secret)
+	if string(sec.Data["username"]) != "idrac" || string(sec.Data["password"]) != "GoldenFilePW" {
+		t.Errorf("worker-1 BMC secret = %q", sec.Data)
+	}
+	bmh := byName["BareMetalHost/worker-1"].(*metal3.BareMetalHost)
+	if bmh.Spec.BMC.Address != "redfish-virtualmedia+https://10.10.1.12/redfish/v1/Systems/1" || !bmh.Spec.BMC.DisableCertificateVerification ||
+		bmh.Spec.BMC.CredentialsName != "worker-1-bmc-secret" || bmh.Spec.BootMACAddress != "52:54:00:aa:01:02" || bmh.Spec.BootMode != metal3.Legacy {
+		t.Errorf("worker-1 BMH spec = %+v", bmh.Spec)
+	}
+	m0 := byName["BareMetalHost/master-0"].(*metal3.BareMetalHost)
+	if m0.Spec.Image.URL != "http://172.22.0.1:6180/images/ubuntu-22.04.qcow2" || m0.Spec.Image.Checksum != testImages[0].SHA256 {
+		t.Errorf("master-0 image = %+v", m0.Spec.Image)
+	}
+	ud := string(byName["Secret/master-0-user-data"].(*corev1.Secret).Data["userData"])
+	if !strings.HasPrefix(ud, "#cloud-config\n") || !strings.Contains(ud, testKey(t).Public) || !strings.Contains(ud, "admin@example") {
+		t.Errorf("user data:\n%s", ud)
+	}
+	prov := byName["Provisioning/edge-1"].(*bpa.Provisioning)
+	if len(prov.Spec.Masters) != 1 || prov.Spec.Masters[0]["master-0"].MACaddress != "52:54:00:aa:01:00" {
+		t.Errorf("masters = %+v", prov.Spec.Masters)
+	}
+	if len(prov.Spec.Workers) != 2 || !prov.Spec.Workers[0]["worker-0"].SRIOV || !prov.Spec.Workers[1]["worker-1"].QAT ||
+		prov.Spec.Workers[1]["worker-1"].MACaddress != "52:54:00:aa:01:02" {
+		t.Errorf("workers = %+v", prov.Spec.Workers)
+	}
+	if prov.Spec.PodSubnet != "10.233.64.0/18" || strings.Join(prov.Spec.KUDPlugins, ",") != "emco,ovn4nfv" {
+		t.Errorf("provisioning spec = %+v", prov.Spec)
+	}
+	key := byName["Secret/bootstick-ssh-key"].(*corev1.Secret)
+	if key.Type != corev1.SecretTypeSSHAuth || !bytes.Equal(key.Data["ssh-privatekey"], testKey(t).Private) {
+		t.Error("SSH key secret does not hold the private key")
+	}
+}
+
+func TestRedactedOutputHasNoSecrets(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteYAML(&buf, renderSite3(t), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range LeakNeedles([]string{"GoldenMasterPW", "GoldenWorkerPW", "GoldenFilePW"}, testKey(t).Private) {
+		if bytes.Contains(buf.Bytes(), []byte(s)) {
+			t.Errorf("output contains secret %q", s)
+		}
+	}
+}
