@@ -237,6 +237,6 @@ func RunSupervisor(dir, name string, command []string, log *slog.Logger) error {
 		case <-sigs:
 			return nil
 		}
-		delay = min(2*delay, 30*time.Second)
+		delay = min(2*delay, 10*time.Second)
 	}
 }
