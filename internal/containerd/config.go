@@ -106,8 +106,8 @@ func Render(c Config) ([]byte, error) {
 // HostsFiles returns, for every registry, the path of its hosts.toml
 // relative to the hosts folder and its content. Each sends pulls and
 // resolves to the mirrors (the bundle's registry, plain HTTP) and only to
-// them: the mirror is also the server, so there is no fallback to the
-// upstream registry. containerd then asks the mirror with ?ns=<registry>.
+// them: the first mirror is also the server, so there is no fallback to
+// the upstream registry. containerd then asks the mirror with ?ns=<registry>.
 func HostsFiles(registries []string, mirrors []string) (map[string][]byte, error) {
 	if len(mirrors) == 0 {
 		return nil, fmt.Errorf("hosts.toml: no mirror address")
@@ -126,7 +126,10 @@ func HostsFiles(registries []string, mirrors []string) (map[string][]byte, error
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "# Written by firstboot: pulls of %s images go to the bundle's registry only.\n", reg)
 		fmt.Fprintf(&b, "server = %s\n", strconv.Quote(mirrors[0]))
-		for _, m := range mirrors[1:] {
+		// containerd 1.6 rejects a hosts.toml without a [host] table (and
+		// then falls back to the upstream registry), so the mirrors are
+		// listed as hosts as well as being the server.
+		for _, m := range mirrors {
 			fmt.Fprintf(&b, "\n[host.%s]\n  capabilities = [\"pull\", \"resolve\"]\n", strconv.Quote(m))
 		}
 		out[filepath.Join(reg, "hosts.toml")] = b.Bytes()
