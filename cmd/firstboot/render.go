@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"log/slog"
-	"os"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/render"
@@ -53,7 +52,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				w := bufio.NewWriter(os.Stdout)
+				w := bufio.NewWriter(siteOut)
 				if err := render.WriteYAML(w, objs, *show); err != nil {
 					return err
 				}

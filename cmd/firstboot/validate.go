@@ -20,6 +20,9 @@ import (
 	"github.com/bootstick/bootstick/internal/site"
 )
 
+// siteOut is where validate and render print; tests replace it.
+var siteOut io.Writer = os.Stdout
+
 // siteFlags are the flags validate and render share.
 type siteFlags struct {
 	site, bundle, ageIdentity string
@@ -144,7 +147,7 @@ func init() {
 						masters++
 					}
 				}
-				fmt.Fprintf(os.Stdout, "%s: valid: cluster %s, %d hosts (%d masters, %d workers)\n",
+				fmt.Fprintf(siteOut, "%s: valid: cluster %s, %d hosts (%d masters, %d workers)\n",
 					f.site, s.Cluster.Name, len(s.Hosts), masters, len(s.Hosts)-masters)
 				return nil
 			}

@@ -51,17 +51,10 @@ func (s *Site) validate(opts Options) field.ErrorList {
 			continue
 		}
 		if _, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil || strings.TrimSpace(string(rest)) != "" {
-			errs = append(errs, field.Invalid(p, short(k), "not one SSH public key in authorized_keys format (ssh-ed25519 AAAA... comment)"))
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, "not one SSH public key in authorized_keys format (ssh-ed25519 AAAA... comment)"))
 		}
 	}
 	return errs
-}
-
-func short(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }
 
 func (b *Bootstrap) validate(p *field.Path) field.ErrorList {

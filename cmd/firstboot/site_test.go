@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootstick/bootstick/internal/render"
+)
+
+// runCLI runs firstboot with args and returns the exit code, stdout and
+// stderr (which carries the logs, at debug level).
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("BOOTSTICK_DEBUG", "1")
+	var out, errb bytes.Buffer
+	old := siteOut
+	siteOut = &out
+	defer func() { siteOut = old }()
+	code := app.Run(context.Background(), args, &errb)
+	return code, out.String(), errb.String()
+}
+
+func testBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "os-images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "os-images", "ubuntu-22.04.qcow2"), []byte("not really an image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+const badDir = "../../internal/site/testdata/bad"
+
+// TestValidateBadSites runs every bad site file of internal/site through
+// the command line: exit code 1, the expected field path on stderr, no
+// panic.
+func TestValidateBadSites(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(badDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 30 {
+		t.Fatalf("only %d bad site files", len(files))
+	}
+	bundle := testBundle(t)
+	for _, f := range files {
+		want := wantLine(t, f)
+		for _, cmd := range []string{"validate", "render"} {
+			t.Run(cmd+"/"+strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+				code, out, errs := runCLI(t, cmd, "--site", f, "--bundle", bundle)
+				if code != 1 {
+					t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errs)
+				}
+				if !strings.Contains(errs, want) {
+					t.Fatalf("stderr:\n%s\nwant it to name %q", errs, want)
+				}
+				if out != "" {
+					t.Fatalf("printed to stdout for a bad site:\n%s", out)
+				}
+				if strings.Contains(errs, "panic") || strings.Contains(errs, "goroutine ") {
+					t.Fatalf("panicked:\n%s", errs)
+				}
+			})
+		}
+	}
+}
+
+func wantLine(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	want, ok := strings.CutPrefix(strings.TrimSpace(line), "# want: ")
+	if !ok {
+		t.Fatalf("%s: no '# want:' line", path)
+	}
+	return want
+}
+
+func TestValidateAndRenderExample(t *testing.T) {
+	bundle := testBundle(t)
+	code, out, errs := runCLI(t, "validate", "--site", "../../examples/site.yaml", "--bundle", bundle)
+	if code != 0 || !strings.Contains(out, "valid: cluster site-a, 3 hosts (1 masters, 2 workers)") {
+		t.Fatalf("validate: code %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	keys := t.TempDir()
+	code, out, errs = runCLI(t, "render", "--site", "../../examples/site.yaml", "--bundle", bundle, "--ssh-key-dir", keys)
+	if code != 0 || strings.Count(out, "kind: BareMetalHost") != 3 || strings.Count(out, "kind: Provisioning") != 1 {
+		t.Fatalf("render: code %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	// Usage errors exit 2.
+	if code, _, _ := runCLI(t, "render"); code != 2 {
+		t.Fatalf("render without --site: exit code %d, want 2", code)
+	}
+}
+
+// TestSecretsNeverLeak greps everything firstboot validate and render
+// print, on success and on failure, logs included, for the BMC passwords
+// and the SSH private key.
+func TestSecretsNeverLeak(t *testing.T) {
+	bundle := testBundle(t)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	example, err := os.ReadFile("../../examples/site.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pw1, pw2, pw3 = "LeakMe-Master-7x", "LeakMe-Worker-9y", "LeakMe-File-3z"
+	good := strings.NewReplacer("change-me-too", pw2, "change-me", pw1).Replace(string(example))
+	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "worker-1.yaml"), []byte("username: root\npassword: "+pw3+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	goodPath := write("good.yaml", good)
+	bad := []string{
+		// A password in the BMC URL, a broken document around a password,
+		// a password where a number goes, duplicate keys, unknown fields.
+		write("userinfo.yaml", strings.Replace(good, "ipmi://10.10.1.10:623", "ipmi://admin:"+pw1+"@10.10.1.10:623", 1)),
+		write("url-broken.yaml", strings.Replace(good, "ipmi://10.10.1.10:623", "ipmi://admin:"+pw1+"@[::1", 1)),
+		write("typed.yaml", strings.Replace(good, "cpu: 16", "cpu: "+pw1, 1)),
+		write("dup.yaml", strings.Replace(good, "      password: "+pw1, "      password: "+pw1+"\n      password: "+pw1, 1)),
+		write("unknown.yaml", strings.Replace(good, "      password: "+pw1, "      pasword: "+pw1, 1)),
+		write("seq.yaml", strings.Replace(good, "      password: "+pw1, "      password: ["+pw1+"]", 1)),
+		write("tab.yaml", strings.Replace(good, "      password: "+pw1, "      password: \""+pw1, 1)),
+		write("encrypted.yaml", strings.Replace(good, "      password: "+pw1, "      encryptedPassword: "+pw1, 1)),
+		write("key-in-keys.yaml", strings.Replace(good, "- ssh-ed25519 AAAAC3Nza", "- "+pw1+"AAAAC3Nza", 1)),
+	}
+	var all strings.Builder
+	run := func(args ...string) int {
+		code, out, errs := runCLI(t, args...)
+		all.WriteString(out)
+		all.WriteString(errs)
+		return code
+	}
+	if code := run("validate", "--site", goodPath, "--bundle", bundle); code != 0 {
+		t.Fatalf("validate good site: %d\n%s", code, all.String())
+	}
+	if code := run("render", "--site", goodPath, "--bundle", bundle, "--ssh-key-dir", keys); code != 0 {
+		t.Fatalf("render good site: %d\n%s", code, all.String())
+	}
+	for _, b := range bad {
+		if code := run("validate", "--site", b, "--bundle", bundle); code != 1 {
+			t.Errorf("validate %s: exit code %d, want 1", b, code)
+		}
+		if code := run("render", "--site", b, "--bundle", bundle, "--ssh-key-dir", keys); code != 1 {
+			t.Errorf("render %s: exit code %d, want 1", b, code)
+		}
+	}
+	private, err := os.ReadFile(filepath.Join(keys, "id_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := all.String()
+	for _, needle := range render.LeakNeedles([]string{pw1, pw2, pw3}, private) {
+		if strings.Contains(text, needle) {
+			t.Errorf("output or logs contain the secret %q", needle)
+		}
+	}
+	if !strings.Contains(text, "kind: BareMetalHost") || !strings.Contains(text, "problem") {
+		t.Fatalf("the commands did not run as expected:\n%s", text)
+	}
+}
