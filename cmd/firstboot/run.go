@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/cli"
@@ -520,12 +521,19 @@ func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
 
 func (e *env) kubeadm(ctx context.Context, pc *pipeline.Context, bin string, args ...string) error {
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = dieWithUs()
 	out, err := cmd.CombinedOutput()
 	pc.Log.Debug("kubeadm", "args", args, "output", string(out))
 	if err != nil {
 		return fmt.Errorf("kubeadm %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 20))
 	}
 	return nil
+}
+
+// dieWithUs makes a child process die when firstboot does (killed or
+// not), so a resumed run never races an orphaned kubeadm.
+func dieWithUs() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 func tail(s string, n int) string {
@@ -600,7 +608,9 @@ func (e *env) kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + adminConf}, args...)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + adminConf}, args...)...)
+	cmd.SysProcAttr = dieWithUs()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, tail(string(out), 10))
 	}

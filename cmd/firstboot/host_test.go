@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/status"
+)
+
+// toolchainDir is where make toolchain leaves the binaries and the OCI layout.
+func toolchainDir(t *testing.T) string {
+	cache := os.Getenv("BOOTSTICK_CACHE")
+	if cache == "" {
+		cache = "/var/cache/bootstick"
+	}
+	dir := filepath.Join(cache, "toolchain", "current")
+	for _, p := range []string{"bin/kubeadm", "bin/kubelet", "bin/kubectl", "oci/index.json"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Fatalf("%v: run make toolchain first", err)
+		}
+	}
+	return dir
+}
+
+type hostRun struct {
+	t    *testing.T
+	bin  string
+	tc   string
+	data string
+}
+
+func (h *hostRun) cmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(h.bin, args...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(h.tc, "bin")+":"+os.Getenv("PATH"))
+	return cmd
+}
+
+func (h *hostRun) run() *exec.Cmd {
+	return h.cmd("run", "--mode", "host", "--bundle", filepath.Join(h.tc, "oci"), "--data", h.data)
+}
+
+func (h *hostRun) state() *pipeline.State {
+	st, err := pipeline.LoadState(pipeline.StatePath(filepath.Join(h.data, "firstboot")))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// The root-only tier: firstboot run --mode host brings this machine up as a
+// single node from the toolchain's bundle; SIGKILL inside the steps and a
+// re-run resume it; a run after success is a no-op; every pod image came
+// through the bundle's registry; reset leaves nothing of ours.
+func TestHostMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brings up a real node on this host with kubeadm (root, make toolchain, Debian containerd)")
+	}
+	tc := toolchainDir(t)
+	bin := filepath.Join(t.TempDir(), "firstboot")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building firstboot: %v\n%s", err, out)
+	}
+	h := &hostRun{t: t, bin: bin, tc: tc, data: "/var/lib/bootstick-test"}
+	t.Cleanup(func() {
+		out, err := h.cmd("reset", "--data", h.data).CombinedOutput()
+		if err != nil {
+			t.Errorf("reset: %v\n%s", err, out)
+		}
+		checkNothingLeft(t, h.data)
+	})
+
+	// Kill firstboot inside steps in turn: wait until the state file shows
+	// the next unfinished step running, then SIGKILL.
+	killed := map[string]bool{}
+	for round := 0; round < 11; round++ {
+		cmd := h.run()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		target := ""
+		var err error
+	poll:
+		for {
+			select {
+			case err = <-exited:
+				break poll
+			case <-time.After(10 * time.Millisecond):
+			}
+			st, lerr := pipeline.LoadState(pipeline.StatePath(filepath.Join(h.data, "firstboot")))
+			if lerr != nil {
+				continue
+			}
+			for _, s := range st.Steps {
+				if s.State == pipeline.StateRunning && !killed[s.Name] {
+					target = s.Name
+					cmd.Process.Signal(syscall.SIGKILL)
+					<-exited
+					break poll
+				}
+			}
+		}
+		if target == "" {
+			if err != nil {
+				t.Fatalf("run failed: %v\n%s", err, out.String())
+			}
+			break // finished before we could kill it
+		}
+		killed[target] = true
+		before := h.state()
+		t.Logf("killed firstboot in step %s", target)
+		for _, s := range before.Steps {
+			if s.State == pipeline.StateDone && s.Name != target {
+				defer func(name string, attempts int) {
+					if got := h.state().Step(name).Attempts; got != attempts {
+						t.Errorf("step %s was repeated after the kill in %s: %d attempts, had %d", name, target, got, attempts)
+					}
+				}(s.Name, s.Attempts)
+			}
+		}
+	}
+	t.Logf("killed inside %d steps: %v", len(killed), killed)
+
+	// Run to completion.
+	if out, err := h.run().CombinedOutput(); err != nil {
+		st, _ := buildStatus(defaultPaths(h.data))
+		var b bytes.Buffer
+		st.WriteText(&b)
+		t.Fatalf("run: %v\n%s\n%s", err, tail(string(out), 40), b.String())
+	}
+	rep, err := buildStatus(defaultPaths(h.data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Phase != "done" {
+		t.Fatalf("phase %s after a successful run", rep.Phase)
+	}
+	logTimes(t, rep)
+
+	// A run after success is a no-op, quickly.
+	start := time.Now()
+	out, err := h.run().CombinedOutput()
+	if err != nil {
+		t.Fatalf("third run: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a run after success took %v, want under 2s", d)
+	}
+	if strings.Contains(string(out), "): done in") {
+		t.Errorf("a run after success ran steps:\n%s", out)
+	}
+
+	// Every image of every kube-system pod came through the bundle's registry.
+	kubectl := filepath.Join(tc, "bin", "kubectl")
+	pods, err := exec.Command(kubectl, "--kubeconfig", adminConf, "get", "pods", "-n", "kube-system",
+		"-o", `jsonpath={range .items[*]}{.status.phase}{" "}{range .spec.containers[*]}{.image}{" "}{end}{"\n"}{end}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl: %v\n%s", err, pods)
+	}
+	pulled := pulledRefs(t, defaultPaths(h.data).registryLog())
+	for _, line := range strings.Split(strings.TrimSpace(string(pods)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "Running" {
+			t.Errorf("pod not running: %s", line)
+			continue
+		}
+		for _, img := range f[1:] {
+			r, err := registry.ParseRef(img)
+			if err != nil {
+				t.Errorf("pod image %s: %v", img, err)
+				continue
+			}
+			if !pulled[r.String()] {
+				t.Errorf("pod image %s was not pulled through the bundle's registry (access log has %v)", img, pulled)
+			}
+		}
+	}
+}
+
+// pulledRefs reads the registry's access log: the references whose
+// manifests were served by tag.
+func pulledRefs(t *testing.T, path string) map[string]bool {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e registry.LogEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("access log: %v", err)
+		}
+		if e.Kind == "manifest" && e.Status == 200 && e.Reference != "" {
+			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
+		}
+	}
+	return out
+}
+
+func logTimes(t *testing.T, r status.Report) {
+	var b strings.Builder
+	var total float64
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "  %-13s %6.1fs (%d attempts)\n", s.Name, s.DurationSeconds, s.Attempts)
+		total += s.DurationSeconds
+	}
+	t.Logf("step times from the state file (last attempt each), total %.1fs:\n%s", total, b.String())
+}
+
+func checkNothingLeft(t *testing.T, data string) {
+	for _, p := range []string{data, "/run/bootstick", "/etc/bootstick", "/etc/kubernetes", "/var/lib/kubelet"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there after reset", p)
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + cniBridge); err == nil {
+		t.Errorf("interface %s is still there after reset", cniBridge)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, "/var/lib/kubelet") || strings.Contains(line, "/run/bootstick") || strings.Contains(line, data) {
+			t.Errorf("mount left after reset: %s", line)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		c, _ := os.ReadFile(p)
+		s := strings.ReplaceAll(string(c), "\x00", " ")
+		if strings.Contains(s, "/run/bootstick") || strings.Contains(s, "/etc/kubernetes") || strings.Contains(s, data) {
+			t.Errorf("process left after reset: %s %s", p, s)
+		}
+	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil && strings.Contains(string(out), "KUBE-") {
+		t.Error("KUBE- iptables rules left after reset")
+	}
+}
