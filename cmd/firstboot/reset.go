@@ -122,6 +122,9 @@ func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) er
 
 // removeAllBut removes path, except keep (inside it) until the end.
 func removeAllBut(path, keep string) error {
+	if path == keep {
+		return nil
+	}
 	if !strings.HasPrefix(keep+"/", path+"/") {
 		return os.RemoveAll(path)
 	}
