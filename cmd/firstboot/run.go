@@ -600,6 +600,13 @@ func (e *env) apiserverReady(ctx context.Context, pc *pipeline.Context) (bool, e
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	if err != nil {
+		return false, nil
+	}
+	// kubeadm writes admin.conf and starts the API server long before its
+	// last phases (upload-config, bootstrap token, CoreDNS, kube-proxy):
+	// an API that answers is not a finished init. The addons come last.
+	_, err = e.kubectl(ctx, "get", "-n", "kube-system", "daemonset/kube-proxy", "deployment/coredns")
 	return err == nil, nil
 }
 
