@@ -1,0 +1,124 @@
+// Package debs takes Debian packages into the content-addressed cache and
+// unpacks them. Versions and checksums come from this machine's apt lists,
+// and downloads go through its own apt configuration (so its mirror), so no
+// mirror is named here. A package already in the cache is not downloaded
+// again.
+package debs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/bootstick/bootstick/internal/cas"
+)
+
+// Package is one resolved Debian package.
+type Package struct {
+	Name    string     `json:"name"`
+	Version string     `json:"version"`
+	Arch    string     `json:"arch"`
+	SHA256  cas.Digest `json:"sha256"`
+}
+
+func (p Package) String() string { return p.Name + "=" + p.Version }
+
+// Resolve finds the candidate version of each package in the apt lists.
+func Resolve(ctx context.Context, names []string) ([]Package, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	args := append([]string{"show", "--no-all-versions"}, names...)
+	cmd := exec.CommandContext(ctx, "apt-cache", args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("resolving Debian packages %s: %v: %s (run apt-get update, and check the names)",
+			strings.Join(names, " "), err, strings.TrimSpace(errb.String()))
+	}
+	found := map[string]Package{}
+	for _, para := range strings.Split(out.String(), "\n\n") {
+		fields := map[string]string{}
+		sc := bufio.NewScanner(strings.NewReader(para))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ": "); ok && !strings.HasPrefix(k, " ") {
+				fields[k] = v
+			}
+		}
+		if fields["Package"] == "" {
+			continue
+		}
+		d, err := cas.ParseDigest("sha256:" + fields["SHA256"])
+		if err != nil {
+			return nil, fmt.Errorf("Debian package %s: apt lists give no usable SHA256: %w", fields["Package"], err)
+		}
+		found[fields["Package"]] = Package{Name: fields["Package"], Version: fields["Version"], Arch: fields["Architecture"], SHA256: d}
+	}
+	pkgs := make([]Package, 0, len(names))
+	for _, n := range names {
+		p, ok := found[n]
+		if !ok {
+			return nil, fmt.Errorf("Debian package %s is not in this machine's apt lists: run apt-get update, or check the name", n)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+}
+
+// Fetch makes sure each package's .deb is in the store, downloading the
+// ones that are not with apt-get into workDir.
+func Fetch(ctx context.Context, store *cas.Store, pkgs []Package, workDir string) error {
+	var want []string
+	for _, p := range pkgs {
+		if !store.Has(p.SHA256) {
+			want = append(want, p.String())
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"download", "-q"}, want...)...)
+	cmd.Dir = workDir
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &errb, &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("downloading Debian packages %s: %v: %s", strings.Join(want, " "), err, strings.TrimSpace(errb.String()))
+	}
+	for _, p := range pkgs {
+		if store.Has(p.SHA256) {
+			continue
+		}
+		matches, _ := filepath.Glob(filepath.Join(workDir, p.Name+"_*.deb"))
+		if len(matches) != 1 {
+			return fmt.Errorf("downloading Debian package %s: apt-get wrote %d files for it", p, len(matches))
+		}
+		f, err := os.Open(matches[0])
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", matches[0], err)
+		}
+		_, _, err = store.Put(f, p.SHA256)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("Debian package %s from %s: %w", p, filepath.Base(matches[0]), err)
+		}
+	}
+	return nil
+}
+
+// Extract unpacks each package's files (not its maintainer scripts) into
+// dir, in order.
+func Extract(ctx context.Context, store *cas.Store, pkgs []Package, dir string) error {
+	for _, p := range pkgs {
+		cmd := exec.CommandContext(ctx, "dpkg-deb", "-x", store.BlobPath(p.SHA256), dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("unpacking Debian package %s: %v: %s", p, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}

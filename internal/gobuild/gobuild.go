@@ -1,0 +1,269 @@
+// Package gobuild builds the binaries of one Go recipe: main packages of a
+// pinned module, fetched through the Go module proxy and built in a
+// generated wrapper module, or main packages of this repository.
+//
+// Builds are static (CGO_ENABLED=0), -trimpath, without VCS stamps, with
+// the recipe's ldflags, so the same recipe and Go version give the same
+// bytes.
+package gobuild
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/semver"
+
+	"github.com/bootstick/bootstick/internal/recipes"
+)
+
+// Options say how to build.
+type Options struct {
+	// Go is the go command; "go" when empty.
+	Go string
+	// Epoch is the build date stamped through .BuildDate (SOURCE_DATE_EPOCH).
+	Epoch time.Time
+	// RepoDir is the folder local recipes are relative to.
+	RepoDir string
+}
+
+// Flags are the build flags every recipe uses. They are part of every
+// cache key, and the Makefile's GOFLAGS match them so that the tests share
+// the build cache.
+var Flags = []string{"-trimpath", "-buildvcs=false"}
+
+// Env is the environment of every build, on top of the caller's.
+func Env() []string {
+	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off", "GOFLAGS="}
+}
+
+// Error is a failed recipe: it names the recipe and module@version, what
+// went wrong, and the tail of the go command's output.
+type Error struct {
+	Recipe     string
+	ModVersion string
+	Stage      string // "resolving" or "building"
+	Output     string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("recipe %s: %s: %s failed: %v", e.Recipe, e.ModVersion, e.Stage, e.Err)
+	if e.Output != "" {
+		msg += "\n" + e.Output
+	}
+	if e.Stage == "resolving" {
+		msg += "\ncheck the recipe's module and version in images/recipes.yaml (`go list -m -versions MODULE` lists the published ones)"
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Build builds r's packages into outDir (which must exist), one binary per
+// package named as r.BinaryNames says. workDir is a scratch folder.
+func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opts Options) error {
+	goCmd := opts.Go
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	fail := func(stage, out string, err error) error {
+		return &Error{Recipe: r.Name, ModVersion: r.ModVersion(), Stage: stage, Output: tail(out, 25), Err: err}
+	}
+	ldflags, err := Ldflags(r, opts.Epoch)
+	if err != nil {
+		return fail("building", "", err)
+	}
+
+	dir := workDir
+	pkgs := r.Packages
+	if r.Local != "" {
+		dir = filepath.Join(opts.RepoDir, r.Local)
+	} else {
+		gomod, err := wrapperGoMod(ctx, goCmd, r, workDir)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(workDir, "go.mod"), gomod, 0o644); err != nil {
+			return fail("resolving", "", err)
+		}
+		// go build -mod=mod resolves the rest of the module graph through
+		// the proxy and records (and checks) every go.sum line.
+	}
+
+	abs, err := filepath.Abs(outDir)
+	if err != nil {
+		return fail("building", "", err)
+	}
+	args := append([]string{"build"}, Flags...)
+	if r.Local == "" {
+		args = append(args, "-mod=mod")
+	}
+	args = append(args, "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", abs+string(filepath.Separator))
+	args = append(args, pkgs...)
+	if out, err := run(ctx, goCmd, dir, args...); err != nil {
+		return fail("building", out, err)
+	}
+	for _, b := range r.BinaryNames() {
+		if fi, err := os.Stat(filepath.Join(abs, b)); err != nil || !fi.Mode().IsRegular() {
+			return fail("building", "", fmt.Errorf("go build wrote no binary %q", b))
+		}
+	}
+	return nil
+}
+
+// Ldflags expands the recipe's ldflags templates.
+func Ldflags(r *recipes.GoRecipe, epoch time.Time) ([]string, error) {
+	data := struct{ Version, Major, Minor, BuildDate string }{
+		Version:   r.Version,
+		BuildDate: epoch.UTC().Format(time.RFC3339),
+	}
+	if semver.IsValid(r.Version) {
+		mm := strings.Split(strings.TrimPrefix(semver.MajorMinor(r.Version), "v"), ".")
+		data.Major, data.Minor = mm[0], mm[1]
+	}
+	out := make([]string, 0, len(r.Ldflags))
+	for _, l := range r.Ldflags {
+		t, err := template.New("ldflags").Option("missingkey=error").Parse(l)
+		if err != nil {
+			return nil, fmt.Errorf("ldflags %q: %w", l, err)
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, data); err != nil {
+			return nil, fmt.Errorf("ldflags %q: %w", l, err)
+		}
+		out = append(out, b.String())
+	}
+	return out, nil
+}
+
+// downloadInfo is the part of `go mod download -json` we read.
+type downloadInfo struct {
+	Path, Version, GoMod, Error string
+}
+
+// wrapperGoMod makes the go.mod of a module that requires the pinned
+// module, plus the recipe's replacements.
+func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDir string) ([]byte, error) {
+	fail := func(out string, err error) error {
+		return &Error{Recipe: r.Name, ModVersion: r.ModVersion(), Stage: "resolving", Output: tail(out, 10), Err: err}
+	}
+	var upstreamMod string
+	if local, ok := r.Replace[r.Module]; ok && (filepath.IsAbs(local) || strings.HasPrefix(local, ".")) {
+		// The module itself comes from a local folder: nothing to fetch.
+		upstreamMod = filepath.Join(local, "go.mod")
+	} else {
+		// `go mod download` of one module needs no main module; run it
+		// in workDir before go.mod exists there.
+		out, err := run(ctx, goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
+		var info downloadInfo
+		if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
+			return nil, fail("", fmt.Errorf("the module proxy refused it: %s", info.Error))
+		}
+		if err != nil {
+			return nil, fail(out, err)
+		}
+		upstreamMod = info.GoMod
+	}
+	upstream, err := os.ReadFile(upstreamMod)
+	if err != nil {
+		return nil, fail("", err)
+	}
+	up, err := modfile.ParseLax(upstreamMod, upstream, nil)
+	if err != nil {
+		return nil, fail("", fmt.Errorf("parsing its go.mod: %w", err))
+	}
+
+	f := &modfile.File{}
+	if err := f.AddModuleStmt("bootstick.local/recipe/" + r.Name); err != nil {
+		return nil, fail("", err)
+	}
+	goVersion := "1.22"
+	if up.Go != nil {
+		goVersion = up.Go.Version
+	}
+	if err := f.AddGoStmt(goVersion); err != nil {
+		return nil, fail("", err)
+	}
+	if err := f.AddRequire(r.Module, r.Version); err != nil {
+		return nil, fail("", err)
+	}
+	if r.ReplaceStaging {
+		staging := "v0" + strings.TrimPrefix(r.Version, semver.Major(r.Version))
+		n := 0
+		for _, rep := range up.Replace {
+			if strings.HasPrefix(rep.New.Path, "./staging/") {
+				if err := f.AddReplace(rep.Old.Path, "", rep.Old.Path, staging); err != nil {
+					return nil, fail("", err)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fail("", fmt.Errorf("replaceStaging is set, but its go.mod replaces no module with ./staging/..."))
+		}
+	}
+	olds := make([]string, 0, len(r.Replace))
+	for old := range r.Replace {
+		olds = append(olds, old)
+	}
+	sort.Strings(olds)
+	for _, old := range olds {
+		newPath, newVersion := r.Replace[old], ""
+		if p, v, ok := strings.Cut(newPath, "@"); ok {
+			newPath, newVersion = p, v
+		}
+		if err := f.AddReplace(old, "", newPath, newVersion); err != nil {
+			return nil, fail("", fmt.Errorf("replace %s: %w", old, err))
+		}
+	}
+	f.Cleanup()
+	return f.Format()
+}
+
+func run(ctx context.Context, goCmd, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), Env()...)
+	var b bytes.Buffer
+	cmd.Stdout = &b
+	cmd.Stderr = &b
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return b.String(), ctx.Err()
+	}
+	return b.String(), err
+}
+
+// jsonPart drops the "go: downloading" lines go may print before its JSON.
+func jsonPart(s string) string {
+	if i := strings.Index(s, "{"); i >= 0 {
+		return s[i:]
+	}
+	return s
+}
+
+// tail keeps the last n lines of the go command's output, without its
+// "go: downloading" chatter.
+func tail(s string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.HasPrefix(l, "go: downloading ") || strings.TrimSpace(l) == "" {
+			continue
+		}
+		keep = append(keep, "  "+l)
+	}
+	if len(keep) > n {
+		keep = append([]string{"  ..."}, keep[len(keep)-n:]...)
+	}
+	return strings.Join(keep, "\n")
+}

@@ -1,0 +1,240 @@
+// Package recipes is the spec of images/recipes.yaml: the Go binaries and the
+// OCI images the toolchain builds from pinned sources.
+package recipes
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/bootstick/bootstick/internal/config"
+)
+
+// Kind is the YAML kind of a recipes file.
+const Kind = "Recipes"
+
+// Spec is images/recipes.yaml: what the toolchain builds.
+type Spec struct {
+	config.TypeMeta `yaml:",inline"`
+	Binaries        []GoRecipe `yaml:"binaries"`
+	Images          []Image    `yaml:"images"`
+
+	// Dir is the folder the file was read from; local recipes are relative
+	// to it.
+	Dir string `yaml:"-"`
+}
+
+// GoRecipe builds binaries from Go packages: either of a pinned module
+// fetched through the module proxy, or of this repository (Local).
+type GoRecipe struct {
+	Name    string `yaml:"name"`
+	Module  string `yaml:"module,omitempty"`
+	Version string `yaml:"version"`
+	// Local is a folder of this repository, relative to the recipes file,
+	// holding a main package that imports only what the repository's
+	// go.mod provides.
+	Local string `yaml:"local,omitempty"`
+	// ReplaceStaging replaces every `=> ./staging/...` module of the pinned
+	// module's go.mod with its published v0.<minor>.<patch> version, as
+	// k8s.io/kubernetes needs.
+	ReplaceStaging bool `yaml:"replaceStaging,omitempty"`
+	// Replace adds replace directives (module path => folder or
+	// module@version), e.g. to build from a local checkout.
+	Replace map[string]string `yaml:"replace,omitempty"`
+	// Ldflags are text/template strings with .Version, .Major, .Minor and
+	// .BuildDate.
+	Ldflags  []string `yaml:"ldflags,omitempty"`
+	Packages []string `yaml:"packages"`
+}
+
+// Image is an OCI image made of the shared base layer, the named
+// binaries, and optionally files from Debian packages.
+type Image struct {
+	Ref        string            `yaml:"ref"`
+	Binaries   []string          `yaml:"binaries"`
+	Dir        string            `yaml:"dir,omitempty"`
+	Entrypoint []string          `yaml:"entrypoint,omitempty"`
+	Debs       []string          `yaml:"debs,omitempty"`
+	Symlinks   map[string]string `yaml:"symlinks,omitempty"`
+}
+
+// ModVersion names the recipe's source for messages: module@version, or the
+// local folder.
+func (r *GoRecipe) ModVersion() string {
+	if r.Local != "" {
+		return "local " + r.Local + "@" + r.Version
+	}
+	return r.Module + "@" + r.Version
+}
+
+// BinaryNames is the name of the binary each package builds to, in order:
+// the last element of its import path, skipping a /vN suffix, as `go build`
+// names them.
+func (r *GoRecipe) BinaryNames() []string {
+	out := make([]string, len(r.Packages))
+	for i, p := range r.Packages {
+		if p == "." && r.Local != "" {
+			p = r.Local
+		}
+		out[i] = binaryName(p)
+	}
+	return out
+}
+
+var majorSuffix = regexp.MustCompile(`^v[0-9]+$`)
+
+func binaryName(pkg string) string {
+	pkg = strings.TrimSuffix(filepath.ToSlash(pkg), "/")
+	base := path.Base(pkg)
+	if majorSuffix.MatchString(base) && strings.Contains(pkg, "/") {
+		base = path.Base(path.Dir(pkg))
+	}
+	return base
+}
+
+// Load reads, defaults and validates a recipes file.
+func Load(file string) (*Spec, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading recipes: %w", err)
+	}
+	var r Spec
+	doc, err := config.Decode(file, data, Kind, &r)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, fmt.Errorf("reading recipes %s: %w", file, err)
+	}
+	r.Dir = abs
+	r.defaults()
+	if err := doc.Problems(r.Validate()); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (r *Spec) defaults() {
+	for i := range r.Images {
+		im := &r.Images[i]
+		if im.Dir == "" {
+			im.Dir = "/usr/local/bin"
+		}
+		if len(im.Entrypoint) == 0 && len(im.Binaries) > 0 {
+			im.Entrypoint = []string{path.Join(im.Dir, im.Binaries[0])}
+		}
+	}
+}
+
+var recipeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// Validate reports every problem with its field path.
+func (r *Spec) Validate() field.ErrorList {
+	var errs field.ErrorList
+	bins := map[string]string{} // binary name -> recipe
+	names := map[string]bool{}
+	bp := field.NewPath("binaries")
+	if len(r.Binaries) == 0 {
+		errs = append(errs, field.Required(bp, "name at least one recipe"))
+	}
+	for i, g := range r.Binaries {
+		p := bp.Index(i)
+		switch {
+		case g.Name == "":
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		case !recipeName.MatchString(g.Name):
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "use lower-case letters, digits and '-'"))
+		case names[g.Name]:
+			errs = append(errs, field.Duplicate(p.Child("name"), g.Name))
+		}
+		names[g.Name] = true
+		switch {
+		case g.Module == "" && g.Local == "":
+			errs = append(errs, field.Required(p.Child("module"), "give a module path, or local: a folder of this repository"))
+		case g.Module != "" && g.Local != "":
+			errs = append(errs, field.Forbidden(p.Child("local"), "give module or local, not both"))
+		case g.Module != "":
+			if err := module.CheckPath(g.Module); err != nil {
+				errs = append(errs, field.Invalid(p.Child("module"), g.Module, err.Error()))
+			}
+			if !semver.IsValid(g.Version) {
+				errs = append(errs, field.Invalid(p.Child("version"), g.Version, "want a module version such as v1.2.3"))
+			}
+		case g.Local != "":
+			if g.ReplaceStaging || len(g.Replace) > 0 {
+				errs = append(errs, field.Forbidden(p.Child("replace"), "a local recipe builds with the repository's go.mod"))
+			}
+			if fi, err := os.Stat(filepath.Join(r.Dir, g.Local)); err != nil || !fi.IsDir() {
+				errs = append(errs, field.NotFound(p.Child("local"), g.Local))
+			}
+			if g.Version == "" {
+				errs = append(errs, field.Required(p.Child("version"), "the version stamped into the binary"))
+			}
+		}
+		if g.ReplaceStaging && !semver.IsValid(g.Version) {
+			errs = append(errs, field.Invalid(p.Child("replaceStaging"), true, "needs a semantic version"))
+		}
+		for j, l := range g.Ldflags {
+			if _, err := template.New("").Option("missingkey=error").Parse(l); err != nil {
+				errs = append(errs, field.Invalid(p.Child("ldflags").Index(j), l, err.Error()))
+			}
+		}
+		if len(g.Packages) == 0 {
+			errs = append(errs, field.Required(p.Child("packages"), "name at least one main package"))
+		}
+		for j, b := range g.BinaryNames() {
+			if other, dup := bins[b]; dup {
+				errs = append(errs, field.Duplicate(p.Child("packages").Index(j), fmt.Sprintf("%s (binary %q, also built by recipe %s)", g.Packages[j], b, other)))
+			}
+			bins[b] = g.Name
+		}
+	}
+
+	ip := field.NewPath("images")
+	refs := map[string]bool{}
+	for i, im := range r.Images {
+		p := ip.Index(i)
+		if _, err := name.NewTag(im.Ref, name.StrictValidation); err != nil {
+			errs = append(errs, field.Invalid(p.Child("ref"), im.Ref, "want a full image reference with a tag, e.g. registry.k8s.io/pause:3.10.1"))
+		} else if refs[im.Ref] {
+			errs = append(errs, field.Duplicate(p.Child("ref"), im.Ref))
+		}
+		refs[im.Ref] = true
+		if len(im.Binaries) == 0 {
+			errs = append(errs, field.Required(p.Child("binaries"), "name at least one binary"))
+		}
+		for j, b := range im.Binaries {
+			if _, ok := bins[b]; !ok {
+				errs = append(errs, field.NotFound(p.Child("binaries").Index(j), b))
+			}
+		}
+		if !path.IsAbs(im.Dir) {
+			errs = append(errs, field.Invalid(p.Child("dir"), im.Dir, "must be an absolute path"))
+		}
+		links := make([]string, 0, len(im.Symlinks))
+		for l := range im.Symlinks {
+			links = append(links, l)
+		}
+		sort.Strings(links)
+		for _, l := range links {
+			if !path.IsAbs(l) || path.Clean(l) != l {
+				errs = append(errs, field.Invalid(p.Child("symlinks").Key(l), im.Symlinks[l], "the link's path must be absolute and clean"))
+			}
+		}
+		if len(im.Symlinks) > 0 && len(im.Debs) == 0 {
+			errs = append(errs, field.Forbidden(p.Child("symlinks"), "symlinks are only for images with debs"))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,559 @@
+// Package toolchain builds what images/recipes.yaml names, from pinned
+// sources, into the content-addressed cache: the Go binaries (Kubernetes,
+// etcd, CoreDNS, pause) and the OCI images kubeadm pulls for the pinned
+// release.
+//
+// Each recipe and each image is one cached action, keyed by the hash of
+// its inputs: a rebuild with nothing changed does no work, and a changed
+// pin rebuilds only what depends on it. The result is a view folder,
+//
+//	<cache>/toolchain/current -> views/<hash>/
+//	    bin/<binary>     hard links into the cache
+//	    oci/             an OCI image layout of every image
+//	    toolchain.json   what was built, from what, with digests
+//
+// swapped into place atomically, so readers never see a half-built view.
+package toolchain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/debs"
+	"github.com/bootstick/bootstick/internal/gobuild"
+	"github.com/bootstick/bootstick/internal/ocibuild"
+	"github.com/bootstick/bootstick/internal/recipes"
+)
+
+// DefaultCache is the cache folder: $BOOTSTICK_CACHE, else
+// /var/cache/bootstick.
+func DefaultCache() string {
+	if d := os.Getenv("BOOTSTICK_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/bootstick"
+}
+
+// Options say what to build and where.
+type Options struct {
+	Spec  *recipes.Spec
+	Store *cas.Store
+	// Go is the go command; "go" when empty.
+	Go string
+	// Epoch is the time stamped into binaries and images
+	// (SOURCE_DATE_EPOCH); the Unix epoch when zero.
+	Epoch time.Time
+}
+
+// Manifest is toolchain.json.
+type Manifest struct {
+	Go                string          `json:"go"`
+	Epoch             int64           `json:"sourceDateEpoch"`
+	KubernetesVersion string          `json:"kubernetesVersion,omitempty"`
+	Binaries          []Binary        `json:"binaries"`
+	Images            []ImageRecord   `json:"images"`
+	Debs              []debs.Package  `json:"debs,omitempty"`
+	Recipes           []RecipeRecord  `json:"recipes"`
+	Actions           map[string]bool `json:"-"` // recipe or image -> built now (false: cached)
+}
+
+// Binary is one built binary.
+type Binary struct {
+	Name   string     `json:"name"`
+	Recipe string     `json:"recipe"`
+	Digest cas.Digest `json:"digest"`
+	Size   int64      `json:"size"`
+}
+
+// RecipeRecord is what one recipe was built from.
+type RecipeRecord struct {
+	Name   string `json:"name"`
+	Source string `json:"source"` // module@version or local folder@version
+}
+
+// ImageRecord is one built image.
+type ImageRecord struct {
+	Ref    string     `json:"ref"`
+	Digest cas.Digest `json:"digest"`
+}
+
+// Result is a built toolchain view.
+type Result struct {
+	Dir      string
+	Manifest Manifest
+}
+
+// BinDir is where the binaries are.
+func (r *Result) BinDir() string { return filepath.Join(r.Dir, "bin") }
+
+// Bin is the path of one binary.
+func (r *Result) Bin(name string) string { return filepath.Join(r.Dir, "bin", name) }
+
+// Layout is the OCI image layout.
+func (r *Result) Layout() string { return filepath.Join(r.Dir, "oci") }
+
+// Open reads the current toolchain view of a cache folder.
+func Open(cacheDir string) (*Result, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Join(cacheDir, "toolchain", "current"))
+	if err != nil {
+		return nil, fmt.Errorf("no toolchain in cache %s: run `make toolchain` first (%w)", cacheDir, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "toolchain.json"))
+	if err != nil {
+		return nil, fmt.Errorf("toolchain %s is incomplete: run `make toolchain` again (%w)", dir, err)
+	}
+	r := &Result{Dir: dir}
+	if err := json.Unmarshal(b, &r.Manifest); err != nil {
+		return nil, fmt.Errorf("reading %s/toolchain.json: %w", dir, err)
+	}
+	return r, nil
+}
+
+// recipeRecord is the action record of one Go recipe.
+type recipeRecord struct {
+	Binaries map[string]cas.Digest `json:"binaries"`
+}
+
+func (r *recipeRecord) Blobs() []cas.Digest {
+	var out []cas.Digest
+	for _, d := range r.Binaries {
+		out = append(out, d)
+	}
+	return out
+}
+
+type imageRecord struct{ ocibuild.Image }
+
+func (r *imageRecord) Blobs() []cas.Digest { return r.Image.Blobs() }
+
+// Build builds everything the spec names and returns the view.
+func Build(ctx context.Context, opts Options) (*Result, error) {
+	s := opts.Store
+	unlock, err := s.Lock(true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.Clean(); err != nil {
+		return nil, err
+	}
+	goCmd := opts.Go
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	goVersion, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding the Go version (%s env GOVERSION): %w", goCmd, err)
+	}
+	m := Manifest{Go: strings.TrimSpace(string(goVersion)), Epoch: opts.Epoch.Unix(), Actions: map[string]bool{}}
+
+	bins := map[string]cas.Digest{}
+	binRecipe := map[string]*recipes.GoRecipe{}
+	for i := range opts.Spec.Binaries {
+		r := &opts.Spec.Binaries[i]
+		rec, built, err := buildRecipe(ctx, opts, goCmd, m.Go, r)
+		if err != nil {
+			return nil, err
+		}
+		m.Actions["recipe "+r.Name] = built
+		m.Recipes = append(m.Recipes, RecipeRecord{Name: r.Name, Source: r.ModVersion()})
+		for _, name := range r.BinaryNames() {
+			bins[name] = rec.Binaries[name]
+			binRecipe[name] = r
+			fi, err := os.Stat(s.BlobPath(rec.Binaries[name]))
+			if err != nil {
+				return nil, fmt.Errorf("recipe %s: binary %s: %w", r.Name, name, err)
+			}
+			m.Binaries = append(m.Binaries, Binary{Name: name, Recipe: r.Name, Digest: rec.Binaries[name], Size: fi.Size()})
+		}
+	}
+	if kr, ok := binRecipe["kubeadm"]; ok {
+		m.KubernetesVersion = kr.Version
+		if err := checkKubeadmImages(ctx, s.BlobPath(bins["kubeadm"]), kr.Version, opts.Spec.Images); err != nil {
+			return nil, err
+		}
+	}
+
+	images := make([]ocibuild.Image, len(opts.Spec.Images))
+	pkgsByImage := make([][]debs.Package, len(opts.Spec.Images))
+	for i, im := range opts.Spec.Images {
+		pkgs, err := debs.Resolve(ctx, im.Debs)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", im.Ref, err)
+		}
+		pkgsByImage[i] = pkgs
+	}
+	base, err := baseLayer(s, opts.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.NumCPU())
+	built := make([]bool, len(images))
+	for i := range opts.Spec.Images {
+		g.Go(func() error {
+			var err error
+			images[i], built[i], err = buildImage(gctx, opts, &opts.Spec.Images[i], base, bins, pkgsByImage[i])
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, im := range images {
+		m.Actions["image "+im.Ref] = built[i]
+		m.Images = append(m.Images, ImageRecord{Ref: im.Ref, Digest: im.Manifest})
+		for _, p := range pkgsByImage[i] {
+			if !seen[p.String()] {
+				seen[p.String()] = true
+				m.Debs = append(m.Debs, p)
+			}
+		}
+	}
+	sort.Slice(m.Debs, func(i, j int) bool { return m.Debs[i].Name < m.Debs[j].Name })
+
+	dir, err := writeView(s, m, images)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Dir: dir, Manifest: m}, nil
+}
+
+// buildRecipe returns the cached binaries of a recipe, building them first
+// when its inputs changed.
+func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *recipes.GoRecipe) (*recipeRecord, bool, error) {
+	s := opts.Store
+	inputs := map[string]any{
+		"action": "gobuild/v1", "recipe": r, "go": goVersion,
+		"flags": gobuild.Flags, "env": gobuild.Env(), "epoch": opts.Epoch.Unix(),
+	}
+	if r.Local != "" {
+		h, err := hashLocal(filepath.Join(opts.Spec.Dir, r.Local))
+		if err != nil {
+			return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
+		}
+		inputs["source"] = h
+	}
+	for old, repl := range r.Replace {
+		if filepath.IsAbs(repl) || strings.HasPrefix(repl, ".") {
+			h, err := hashLocal(repl)
+			if err != nil {
+				return nil, false, fmt.Errorf("recipe %s: replace %s: %w", r.Name, old, err)
+			}
+			inputs["replace:"+old] = h
+		}
+	}
+	key, err := cas.Key(inputs)
+	if err != nil {
+		return nil, false, err
+	}
+	rec := &recipeRecord{}
+	if ok, err := s.GetAction(key, rec); err != nil {
+		return nil, false, err
+	} else if ok {
+		slog.Info("recipe cached", "recipe", r.Name, "source", r.ModVersion())
+		return rec, false, nil
+	}
+
+	work, err := s.TempDir("recipe-" + r.Name + "-")
+	if err != nil {
+		return nil, false, err
+	}
+	defer os.RemoveAll(work)
+	out := filepath.Join(work, "out")
+	mod := filepath.Join(work, "mod")
+	for _, d := range []string{out, mod} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, false, err
+		}
+	}
+	start := time.Now()
+	slog.Info("recipe building", "recipe", r.Name, "source", r.ModVersion(), "binaries", strings.Join(r.BinaryNames(), ","))
+	repo := opts.Spec.Dir
+	if err := gobuild.Build(ctx, r, mod, out, gobuild.Options{Go: goCmd, Epoch: opts.Epoch, RepoDir: repo}); err != nil {
+		return nil, false, err
+	}
+	rec.Binaries = map[string]cas.Digest{}
+	for _, name := range r.BinaryNames() {
+		d, _, err := s.PutFile(filepath.Join(out, name))
+		if err != nil {
+			return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
+		}
+		if err := os.Chmod(s.BlobPath(d), 0o555); err != nil {
+			return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
+		}
+		rec.Binaries[name] = d
+	}
+	if err := s.PutAction(key, rec); err != nil {
+		return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
+	}
+	slog.Info("recipe built", "recipe", r.Name, "source", r.ModVersion(), "took", time.Since(start).Round(time.Second))
+	return rec, true, nil
+}
+
+// hashLocal hashes the files of a local package folder and the go.mod and
+// go.sum of the module it belongs to (it builds with them).
+func hashLocal(dir string) (string, error) {
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[rel], _ = cas.Key(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			for _, f := range []string{"go.mod", "go.sum"} {
+				if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
+					files["module:"+f], _ = cas.Key(b)
+				}
+			}
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return cas.Key(files)
+}
+
+// baseFiles are the base layer every image shares.
+var baseFiles = []ocibuild.Entry{
+	ocibuild.File("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")),
+	ocibuild.File("/etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")),
+	ocibuild.File("/etc/nsswitch.conf", 0o644, []byte("hosts: files dns\n")),
+	ocibuild.Dir("/tmp", 0o777|fs.ModeSticky),
+	ocibuild.Dir("/root", 0o700),
+}
+
+func baseLayer(s *cas.Store, epoch time.Time) (ocibuild.Layer, error) {
+	l, err := ocibuild.WriteLayer(s, baseFiles, epoch)
+	if err != nil {
+		return l, fmt.Errorf("base layer: %w", err)
+	}
+	return l, nil
+}
+
+func buildImage(ctx context.Context, opts Options, im *recipes.Image, base ocibuild.Layer, bins map[string]cas.Digest, pkgs []debs.Package) (ocibuild.Image, bool, error) {
+	s := opts.Store
+	imBins := map[string]cas.Digest{}
+	for _, b := range im.Binaries {
+		imBins[b] = bins[b]
+	}
+	key, err := cas.Key(map[string]any{
+		"action": "image/v1", "image": im, "binaries": imBins, "debs": pkgs,
+		"base": base.Digest, "epoch": opts.Epoch.Unix(),
+	})
+	if err != nil {
+		return ocibuild.Image{}, false, err
+	}
+	rec := &imageRecord{}
+	if ok, err := s.GetAction(key, rec); err != nil {
+		return ocibuild.Image{}, false, err
+	} else if ok {
+		return rec.Image, false, nil
+	}
+	start := time.Now()
+	fail := func(err error) (ocibuild.Image, bool, error) {
+		return ocibuild.Image{}, false, fmt.Errorf("image %s: %w", im.Ref, err)
+	}
+	layers := []ocibuild.Layer{base}
+	if len(pkgs) > 0 {
+		l, err := debLayer(ctx, s, im, pkgs, opts.Epoch)
+		if err != nil {
+			return fail(err)
+		}
+		layers = append(layers, l)
+	}
+	var entries []ocibuild.Entry
+	for _, b := range im.Binaries {
+		entries = append(entries, ocibuild.HostFile(filepath.Join(im.Dir, b), 0o755, s.BlobPath(bins[b])))
+	}
+	l, err := ocibuild.WriteLayer(s, entries, opts.Epoch)
+	if err != nil {
+		return fail(err)
+	}
+	layers = append(layers, l)
+	img, err := ocibuild.WriteImage(s, im.Ref, layers, ocibuild.Config{Entrypoint: im.Entrypoint}, opts.Epoch)
+	if err != nil {
+		return fail(err)
+	}
+	rec.Image = img
+	if err := s.PutAction(key, rec); err != nil {
+		return fail(err)
+	}
+	slog.Info("image built", "ref", im.Ref, "digest", img.Manifest, "took", time.Since(start).Round(100*time.Millisecond))
+	return img, true, nil
+}
+
+// debLayer unpacks the image's Debian packages, adds its symlinks, checks
+// that every executable finds its shared libraries, and stores the tree as
+// one layer.
+func debLayer(ctx context.Context, s *cas.Store, im *recipes.Image, pkgs []debs.Package, epoch time.Time) (ocibuild.Layer, error) {
+	work, err := s.TempDir("debs-")
+	if err != nil {
+		return ocibuild.Layer{}, err
+	}
+	defer os.RemoveAll(work)
+	dl, root := filepath.Join(work, "download"), filepath.Join(work, "root")
+	for _, d := range []string{dl, root} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return ocibuild.Layer{}, err
+		}
+	}
+	if err := debs.Fetch(ctx, s, pkgs, dl); err != nil {
+		return ocibuild.Layer{}, err
+	}
+	if err := debs.Extract(ctx, s, pkgs, root); err != nil {
+		return ocibuild.Layer{}, err
+	}
+	for link, target := range im.Symlinks {
+		p := filepath.Join(root, filepath.FromSlash(link))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return ocibuild.Layer{}, err
+		}
+		os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			return ocibuild.Layer{}, fmt.Errorf("symlink %s: %w", link, err)
+		}
+	}
+	// Documentation is of no use in an image.
+	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian"} {
+		os.RemoveAll(filepath.Join(root, d))
+	}
+	if err := ocibuild.CheckSharedLibs(root); err != nil {
+		return ocibuild.Layer{}, fmt.Errorf("%w\nadd the Debian packages that provide them to the image's debs in images/recipes.yaml", err)
+	}
+	entries, err := ocibuild.TreeEntries(root)
+	if err != nil {
+		return ocibuild.Layer{}, err
+	}
+	return ocibuild.WriteLayer(s, entries, epoch)
+}
+
+// checkKubeadmImages fails when kubeadm would pull an image that no recipe
+// produces: the appliance must never need the network.
+func checkKubeadmImages(ctx context.Context, kubeadm, version string, images []recipes.Image) error {
+	want, err := KubeadmImages(ctx, kubeadm, version)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, im := range images {
+		have[im.Ref] = true
+	}
+	var missing []string
+	for _, w := range want {
+		if !have[w] {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("kubeadm %s pulls %d images that images/recipes.yaml does not build:\n  %s\nadd them to images (matching `kubeadm config images list --kubernetes-version %s`)",
+			version, len(missing), strings.Join(missing, "\n  "), version)
+	}
+	return nil
+}
+
+// KubeadmImages is what `kubeadm config images list` prints for a release.
+func KubeadmImages(ctx context.Context, kubeadm, version string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--kubernetes-version", version)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("kubeadm config images list --kubernetes-version %s: %v: %s", version, err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return nil, fmt.Errorf("running kubeadm: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// writeView assembles bin/, oci/ and toolchain.json in a new folder named by
+// their hash, then points toolchain/current at it.
+func writeView(s *cas.Store, m Manifest, images []ocibuild.Image) (string, error) {
+	mj, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	key, err := cas.Key(string(mj))
+	if err != nil {
+		return "", err
+	}
+	top := filepath.Join(s.Root, "toolchain")
+	views := filepath.Join(top, "views")
+	if err := os.MkdirAll(views, 0o755); err != nil {
+		return "", fmt.Errorf("writing toolchain view: %w", err)
+	}
+	final := filepath.Join(views, key[:16])
+	if _, err := os.Stat(filepath.Join(final, "toolchain.json")); err != nil {
+		os.RemoveAll(final)
+		tmp, err := os.MkdirTemp(views, ".tmp-")
+		if err != nil {
+			return "", fmt.Errorf("writing toolchain view: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		if err := os.Mkdir(filepath.Join(tmp, "bin"), 0o755); err != nil {
+			return "", err
+		}
+		for _, b := range m.Binaries {
+			if err := s.Link(b.Digest, filepath.Join(tmp, "bin", b.Name)); err != nil {
+				return "", fmt.Errorf("writing toolchain view: %w", err)
+			}
+		}
+		if err := ocibuild.WriteLayout(s, filepath.Join(tmp, "oci"), images); err != nil {
+			return "", err
+		}
+		if err := cas.WriteFileAtomic(filepath.Join(tmp, "toolchain.json"), append(mj, '\n'), 0o644); err != nil {
+			return "", err
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			return "", fmt.Errorf("writing toolchain view: %w", err)
+		}
+	}
+	// Swap the current link atomically, then drop older views.
+	link := filepath.Join(top, "current")
+	tmpLink := link + ".tmp"
+	os.Remove(tmpLink)
+	if err := os.Symlink(filepath.Join("views", key[:16]), tmpLink); err != nil {
+		return "", fmt.Errorf("writing toolchain view: %w", err)
+	}
+	if err := os.Rename(tmpLink, link); err != nil {
+		return "", fmt.Errorf("writing toolchain view: %w", err)
+	}
+	entries, _ := os.ReadDir(views)
+	for _, e := range entries {
+		if e.Name() != key[:16] {
+			os.RemoveAll(filepath.Join(views, e.Name()))
+		}
+	}
+	return final, nil
+}
