@@ -1,0 +1,226 @@
+package toolchain
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/bootstick/bootstick/internal/ocibuild"
+	"github.com/bootstick/bootstick/internal/recipes"
+)
+
+// The tests below check the toolchain that `make toolchain` built into the
+// cache ($BOOTSTICK_CACHE), against the pins in images/recipes.yaml.
+
+func realToolchain(t *testing.T) (*Result, *recipes.Spec) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: reads the toolchain `make toolchain` built (run without -short, as make test does)")
+	}
+	tc, err := Open(DefaultCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := recipes.Load(filepath.Join("..", "..", "images", "recipes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc, spec
+}
+
+func recipeVersion(t *testing.T, spec *recipes.Spec, name string) string {
+	for _, r := range spec.Binaries {
+		if r.Name == name {
+			return r.Version
+		}
+	}
+	t.Fatalf("images/recipes.yaml has no recipe %s", name)
+	return ""
+}
+
+func layoutImages(t *testing.T, dir string) (v1.ImageIndex, map[string]v1.Hash) {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]v1.Hash{}
+	for _, d := range im.Manifests {
+		name := d.Annotations[ocibuild.AnnotationImageName]
+		if tag := d.Annotations[ocibuild.AnnotationRefName]; !strings.HasSuffix(name, ":"+tag) {
+			t.Errorf("layout entry %s has tag annotation %q", name, tag)
+		}
+		byName[name] = d.Digest
+	}
+	return idx, byName
+}
+
+func TestKubeadmImagesAreInTheLayout(t *testing.T) {
+	tc, spec := realToolchain(t)
+	version := recipeVersion(t, spec, "kubernetes")
+	if tc.Manifest.KubernetesVersion != version {
+		t.Fatalf("the cached toolchain is Kubernetes %s, images/recipes.yaml pins %s: run `make toolchain`", tc.Manifest.KubernetesVersion, version)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want, err := KubeadmImages(ctx, tc.Bin("kubeadm"), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 7 {
+		t.Fatalf("kubeadm config images list printed %d images: %v", len(want), want)
+	}
+	idx, have := layoutImages(t, tc.Layout())
+	for _, ref := range want {
+		d, ok := have[ref]
+		if !ok {
+			t.Errorf("kubeadm %s pulls %s, which is not in the layout %s", version, ref, tc.Layout())
+			continue
+		}
+		img, err := idx.Image(d)
+		if err != nil {
+			t.Errorf("%s: %v", ref, err)
+			continue
+		}
+		// Every blob of the image is in the layout and matches its digest.
+		if err := validateImage(img); err != nil {
+			t.Errorf("%s: %v", ref, err)
+		}
+	}
+}
+
+func validateImage(img v1.Image) error {
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			return err
+		}
+		rc.Close()
+	}
+	_, err = img.ConfigFile()
+	return err
+}
+
+func TestBinariesReportThePinnedVersions(t *testing.T) {
+	tc, spec := realToolchain(t)
+	k8s := recipeVersion(t, spec, "kubernetes")
+	etcd := strings.TrimPrefix(recipeVersion(t, spec, "etcd"), "v")
+	coredns := strings.TrimPrefix(recipeVersion(t, spec, "coredns"), "v")
+	pause := recipeVersion(t, spec, "pause")
+	for _, tt := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{"kube-apiserver", []string{"--version"}, "Kubernetes " + k8s},
+		{"kube-controller-manager", []string{"--version"}, "Kubernetes " + k8s},
+		{"kube-scheduler", []string{"--version"}, "Kubernetes " + k8s},
+		{"kube-proxy", []string{"--version"}, "Kubernetes " + k8s},
+		{"kubelet", []string{"--version"}, "Kubernetes " + k8s},
+		{"kubeadm", []string{"version", "-o", "short"}, k8s},
+		{"kubectl", []string{"version", "--client"}, "Client Version: " + k8s},
+		{"etcd", []string{"--version"}, "etcd Version: " + etcd},
+		{"etcdctl", []string{"version"}, "etcdctl version: " + etcd},
+		{"coredns", []string{"-version"}, "CoreDNS-" + coredns},
+		{"pause", []string{"-v"}, "pause " + pause},
+	} {
+		t.Run(tt.bin, func(t *testing.T) {
+			out, err := exec.Command(tc.Bin(tt.bin), tt.args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s %s: %v\n%s", tt.bin, strings.Join(tt.args, " "), err, out)
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Fatalf("%s %s printed %q, want it to contain %q", tt.bin, strings.Join(tt.args, " "), out, tt.want)
+			}
+		})
+	}
+}
+
+// TestKubeProxyImageRunsIptables unpacks the kube-proxy image and runs its
+// own iptables, with its own libraries, in a chroot.
+func TestKubeProxyImageRunsIptables(t *testing.T) {
+	tc, spec := realToolchain(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test chroots into the image and needs root")
+	}
+	ref := "registry.k8s.io/kube-proxy:" + recipeVersion(t, spec, "kubernetes")
+	idx, have := layoutImages(t, tc.Layout())
+	img, err := idx.Image(have[ref])
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	root := t.TempDir()
+	if err := untar(mutate.Extract(img), root); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"/usr/sbin/iptables", "--version"},
+		{"/usr/sbin/ip6tables", "--version"},
+		{"/usr/local/bin/kube-proxy", "--version"},
+	} {
+		out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("chroot %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if strings.HasSuffix(args[0], "tables") && !strings.Contains(string(out), "(nf_tables)") {
+			t.Errorf("%s --version printed %q, want the nf_tables back end", args[0], out)
+		}
+	}
+	// iptables-save reads the kernel's tables through its libraries.
+	if out, err := exec.Command("chroot", root, "/usr/sbin/iptables-save").CombinedOutput(); err != nil {
+		t.Fatalf("chroot iptables-save: %v\n%s", err, out)
+	}
+}
+
+func TestLayoutStoresSharedBlobsOnce(t *testing.T) {
+	tc, _ := realToolchain(t)
+	idx, have := layoutImages(t, tc.Layout())
+	refs := map[v1.Hash]int{}
+	for _, d := range have {
+		img, err := idx.Image(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[d]++
+		refs[m.Config.Digest]++
+		for _, l := range m.Layers {
+			refs[l.Digest]++
+		}
+	}
+	blobs, err := os.ReadDir(filepath.Join(tc.Layout(), "blobs", "sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blobs) != len(refs) {
+		t.Fatalf("layout holds %d blobs, the images reference %d distinct ones", len(blobs), len(refs))
+	}
+	shared := 0
+	for _, n := range refs {
+		if n == len(have) {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatalf("no blob is shared by all %d images: the base layer should be", len(have))
+	}
+}
