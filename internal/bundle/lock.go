@@ -1,0 +1,562 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/debs"
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/toolchain"
+)
+
+// LockKind is the kind of bundle.lock.
+const LockKind = "BundleLock"
+
+// MaxFileSize is the largest file the stick can carry: an ISO 9660 file
+// extent is at most 4 GiB - 1 bytes.
+const MaxFileSize = 1<<32 - 1
+
+// Sources of locked entries.
+const (
+	SourceToolchain = "toolchain" // built from source into the cache
+	SourceRegistry  = "registry"  // pulled by digest
+	SourceURL       = "url"       // downloaded, sha256-verified
+	SourceLocal     = "local"     // a file of the build host, hashed at lock time
+	SourceApt       = "apt"       // a Debian package from the host's apt lists
+)
+
+// Lock is bundle.lock: the bundle resolved to exact versions, the sha256 of
+// every file and the digest of every image. A build from a lock downloads
+// nothing that is not in it and checks everything it reads against it.
+type Lock struct {
+	APIVersion   string     `json:"apiVersion"`
+	Kind         string     `json:"kind"`
+	Bundle       string     `json:"bundle"`
+	BundleDigest cas.Digest `json:"bundleDigest"`
+	OS           LockedOS   `json:"os"`
+	Kubernetes   LockedKube `json:"kubernetes"`
+	// Images are every image of the offline registry, sorted by ref.
+	Images    []LockedImage  `json:"images"`
+	Packages  LockedPackages `json:"packages"`
+	Manifests []LockedFile   `json:"manifests"`
+	Files     []LockedFile   `json:"files"`
+	// Unresolved names entries that could not be pinned offline (a URL
+	// with no sha256, an image with no digest). A build resolves them
+	// online first; a --locked build refuses them.
+	Unresolved []string `json:"unresolved,omitempty"`
+}
+
+// LockedOS is the OS's suite, mirror and the named packages' versions.
+type LockedOS struct {
+	Suite            string         `json:"suite"`
+	Mirror           string         `json:"mirror,omitempty"`
+	CompressionLevel int            `json:"compressionLevel"`
+	Packages         []debs.Package `json:"packages"`
+}
+
+// LockedKube is the release and where it came from.
+type LockedKube struct {
+	Version string                   `json:"version"`
+	Source  string                   `json:"source"`
+	Go      string                   `json:"go,omitempty"`
+	Recipes []toolchain.RecipeRecord `json:"recipes,omitempty"`
+	// Binaries are every binary of the release the bundle uses.
+	Binaries []LockedFile `json:"binaries"`
+}
+
+// LockedImage is one image of the registry.
+type LockedImage struct {
+	Ref    string     `json:"ref"`
+	Digest cas.Digest `json:"digest,omitempty"`
+	Source string     `json:"source"`
+}
+
+// LockedPackages are the compute nodes' packages.
+type LockedPackages struct {
+	Binaries []LockedFile  `json:"binaries"`
+	Debs     []LockedDeb   `json:"debs"`
+}
+
+// LockedDeb is a Debian package shipped in packages/.
+type LockedDeb struct {
+	debs.Package
+	File string `json:"file"`
+}
+
+// LockedFile is one file by sha256.
+type LockedFile struct {
+	Name   string     `json:"name"`
+	Dest   string     `json:"dest"` // payload folder, relative to /bundle
+	Source string     `json:"source"`
+	URL    string     `json:"url,omitempty"`
+	Path   string     `json:"path,omitempty"` // relative to the bundle file
+	SHA256 cas.Digest `json:"sha256,omitempty"`
+	Size   int64      `json:"size,omitempty"`
+}
+
+// PayloadPath is where the file lives under /bundle.
+func (f LockedFile) PayloadPath() string { return f.Dest + "/" + f.Name }
+
+// DebFile is the .deb's name in packages/ (Debian drops the epoch).
+func DebFile(p debs.Package) string {
+	v := p.Version
+	if i := strings.Index(v, ":"); i >= 0 {
+		v = v[i+1:]
+	}
+	return p.Name + "_" + v + "_" + p.Arch + ".deb"
+}
+
+// PayloadFiles lists every file of the payload the lock pins, by its path
+// under /bundle, with its digest (registry blobs excluded).
+func (l *Lock) PayloadFiles() map[string]cas.Digest {
+	out := map[string]cas.Digest{}
+	for _, f := range l.Manifests {
+		out[f.PayloadPath()] = f.SHA256
+	}
+	for _, f := range l.Files {
+		out[f.PayloadPath()] = f.SHA256
+	}
+	for _, f := range l.Packages.Binaries {
+		out[f.PayloadPath()] = f.SHA256
+	}
+	for _, d := range l.Packages.Debs {
+		out["packages/"+d.File] = d.SHA256
+	}
+	return out
+}
+
+// Resolver is what Resolve needs from the world.
+type Resolver struct {
+	// Toolchain builds (or reads from the cache) the release from source.
+	Toolchain func(ctx context.Context, recipes string) (*toolchain.Manifest, error)
+	// Debs resolves Debian package names to versions and sha256.
+	Debs func(ctx context.Context, names []string) ([]debs.Package, error)
+	// Mirror is the OS mirror when the bundle gives none (the host's).
+	Mirror func(suite string) (string, error)
+	// Download fetches a URL with no pinned sha256 and returns its digest
+	// and size; nil means offline: the entry stays unresolved.
+	Download func(ctx context.Context, url string) (cas.Digest, int64, error)
+	// ImageDigest finds an image's digest in its registry; nil means
+	// offline.
+	ImageDigest func(ctx context.Context, ref string) (cas.Digest, error)
+}
+
+// Resolve turns the bundle into a lock. Entries the previous lock pins
+// (a Debian package's version, the sha256 of a URL, the digest of an
+// image) are kept as they are unless the bundle pins them otherwise.
+func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, error) {
+	l := &Lock{APIVersion: config.APIVersion, Kind: LockKind, Bundle: b.Name, BundleDigest: b.Digest}
+	if prev == nil {
+		prev = &Lock{}
+	}
+
+	// OS.
+	l.OS = LockedOS{Suite: b.OS.Suite, Mirror: b.OS.Mirror, CompressionLevel: b.OS.CompressionLevel}
+	if l.OS.Mirror == "" && r.Mirror != nil {
+		m, err := r.Mirror(b.OS.Suite)
+		if err != nil {
+			return nil, err
+		}
+		l.OS.Mirror = m
+	}
+	if r.Debs != nil {
+		pkgs, err := resolveDebs(ctx, r, b.OS.Packages, prev.OS.Packages)
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: os.packages: %w", b.File, err)
+		}
+		l.OS.Packages = pkgs
+	}
+
+	// Kubernetes.
+	k := b.Kubernetes
+	l.Kubernetes.Version = k.Version
+	binaries := map[string]LockedFile{}
+	if k.FromToolchain() {
+		l.Kubernetes.Source = SourceToolchain
+		if r.Toolchain == nil {
+			l.Unresolved = append(l.Unresolved, "kubernetes.recipes: built by the toolchain (mkusb toolchain)")
+		} else {
+			m, err := r.Toolchain(ctx, b.Path(k.Recipes))
+			if err != nil {
+				return nil, err
+			}
+			if m.KubernetesVersion != "" && m.KubernetesVersion != k.Version {
+				return nil, fmt.Errorf("bundle %s: kubernetes.version is %s but the recipes %s build %s: make them agree", b.File, k.Version, k.Recipes, m.KubernetesVersion)
+			}
+			l.Kubernetes.Go, l.Kubernetes.Recipes = m.Go, m.Recipes
+			for _, bin := range m.Binaries {
+				binaries[bin.Name] = LockedFile{Name: bin.Name, Dest: "packages", Source: SourceToolchain, SHA256: bin.Digest, Size: bin.Size}
+			}
+			for _, im := range m.Images {
+				l.Images = append(l.Images, LockedImage{Ref: im.Ref, Digest: im.Digest, Source: SourceToolchain})
+			}
+		}
+	} else {
+		l.Kubernetes.Source = SourceURL
+		for i, f := range k.Binaries {
+			lf, err := resolveFile(ctx, b, r, f, prev.Kubernetes.Binaries, fmt.Sprintf("kubernetes.binaries[%d]", i), &l.Unresolved)
+			if err != nil {
+				return nil, err
+			}
+			binaries[f.Name] = lf
+		}
+	}
+	for i, im := range k.Images {
+		li, err := resolveImage(ctx, r, im, prev.Images, fmt.Sprintf("kubernetes.images[%d]", i), &l.Unresolved)
+		if err != nil {
+			return nil, err
+		}
+		l.Images = append(l.Images, li)
+	}
+	for _, bin := range binaries {
+		l.Kubernetes.Binaries = append(l.Kubernetes.Binaries, bin)
+	}
+	sortFiles(l.Kubernetes.Binaries)
+
+	// Extra images.
+	for i, im := range b.Images {
+		li, err := resolveImage(ctx, r, im, prev.Images, fmt.Sprintf("images[%d]", i), &l.Unresolved)
+		if err != nil {
+			return nil, err
+		}
+		l.Images = append(l.Images, li)
+	}
+	sort.Slice(l.Images, func(i, j int) bool { return l.Images[i].Ref < l.Images[j].Ref })
+	for i := 1; i < len(l.Images); i++ {
+		if l.Images[i].Ref == l.Images[i-1].Ref {
+			return nil, fmt.Errorf("bundle %s: image %s is named twice (images and the Kubernetes release)", b.File, l.Images[i].Ref)
+		}
+	}
+
+	// Packages for compute nodes.
+	for i, name := range b.Packages.Binaries {
+		bin, ok := binaries[name]
+		if !ok && l.Kubernetes.Source == SourceToolchain && r.Toolchain == nil {
+			l.Unresolved = append(l.Unresolved, fmt.Sprintf("packages.binaries[%d]: %s from the toolchain", i, name))
+			continue
+		}
+		if !ok {
+			return nil, fmt.Errorf("bundle %s: packages.binaries[%d]: the Kubernetes release has no binary %s", b.File, i, name)
+		}
+		l.Packages.Binaries = append(l.Packages.Binaries, bin)
+	}
+	if r.Debs != nil {
+		pkgs, err := resolveDebs(ctx, r, b.Packages.Debs, debPackages(prev.Packages.Debs))
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: packages.debs: %w", b.File, err)
+		}
+		for _, p := range pkgs {
+			l.Packages.Debs = append(l.Packages.Debs, LockedDeb{Package: p, File: DebFile(p)})
+		}
+	}
+
+	// Manifests, then files.
+	mdir := b.Path(b.Manifests.Dir)
+	entries, err := os.ReadDir(mdir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: manifests.dir: %w", b.File, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			continue
+		}
+		p := filepath.Join(mdir, e.Name())
+		d, n, err := HashFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: manifests: %w", b.File, err)
+		}
+		rel, _ := filepath.Rel(b.Dir, p)
+		l.Manifests = append(l.Manifests, LockedFile{Name: e.Name(), Dest: "manifests", Source: SourceLocal, Path: filepath.ToSlash(rel), SHA256: d, Size: n})
+	}
+	if len(l.Manifests) == 0 {
+		return nil, fmt.Errorf("bundle %s: manifests.dir %s holds no .yaml files", b.File, b.Manifests.Dir)
+	}
+	for i, f := range b.Files {
+		lf, err := resolveFile(ctx, b, r, f, prev.Files, fmt.Sprintf("files[%d]", i), &l.Unresolved)
+		if err != nil {
+			return nil, err
+		}
+		l.Files = append(l.Files, lf)
+	}
+	sortFiles(l.Files)
+	return l, nil
+}
+
+func sortFiles(fs []LockedFile) {
+	sort.Slice(fs, func(i, j int) bool { return fs[i].PayloadPath() < fs[j].PayloadPath() })
+}
+
+func debPackages(ds []LockedDeb) []debs.Package {
+	out := make([]debs.Package, len(ds))
+	for i, d := range ds {
+		out[i] = d.Package
+	}
+	return out
+}
+
+// resolveDebs keeps the previous lock's version of each package and asks
+// apt for the rest.
+func resolveDebs(ctx context.Context, r Resolver, names []string, prev []debs.Package) ([]debs.Package, error) {
+	locked := map[string]debs.Package{}
+	for _, p := range prev {
+		locked[p.Name] = p
+	}
+	var ask []string
+	for _, n := range names {
+		if _, ok := locked[n]; !ok {
+			ask = append(ask, n)
+		}
+	}
+	got := map[string]debs.Package{}
+	if len(ask) > 0 {
+		pkgs, err := r.Debs(ctx, ask)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pkgs {
+			got[p.Name] = p
+		}
+	}
+	out := make([]debs.Package, 0, len(names))
+	for _, n := range names {
+		if p, ok := locked[n]; ok {
+			out = append(out, p)
+		} else {
+			out = append(out, got[n])
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func resolveFile(ctx context.Context, b *Bundle, r Resolver, f File, prev []LockedFile, where string, unresolved *[]string) (LockedFile, error) {
+	lf := LockedFile{Name: f.Name, Dest: f.Dest, URL: f.URL, Path: f.Path}
+	if f.Path != "" {
+		lf.Source = SourceLocal
+		p := b.Path(f.Path)
+		fi, err := os.Stat(p)
+		if err != nil {
+			return lf, fmt.Errorf("bundle %s: %s.path: %w", b.File, where, err)
+		}
+		if fi.Size() > MaxFileSize {
+			return lf, &TooLargeError{Where: where, File: p, Size: fi.Size()}
+		}
+		d, n, err := HashFile(p)
+		if err != nil {
+			return lf, fmt.Errorf("bundle %s: %s: %w", b.File, where, err)
+		}
+		if f.SHA256 != "" && d.Hex() != f.SHA256 {
+			return lf, fmt.Errorf("bundle %s: %s: %s: %w", b.File, where, p, &cas.MismatchError{Want: cas.Digest("sha256:" + f.SHA256), Got: d})
+		}
+		lf.SHA256, lf.Size = d, n
+		return lf, nil
+	}
+	lf.Source = SourceURL
+	if f.SHA256 != "" {
+		lf.SHA256 = cas.Digest("sha256:" + f.SHA256)
+		for _, p := range prev {
+			if p.URL == f.URL && p.SHA256 == lf.SHA256 {
+				lf.Size = p.Size
+			}
+		}
+		return lf, nil
+	}
+	for _, p := range prev {
+		if p.URL == f.URL && p.SHA256 != "" {
+			lf.SHA256, lf.Size = p.SHA256, p.Size
+			return lf, nil
+		}
+	}
+	if r.Download == nil {
+		*unresolved = append(*unresolved, where+".sha256: "+f.URL)
+		return lf, nil
+	}
+	d, n, err := r.Download(ctx, f.URL)
+	if err != nil {
+		return lf, fmt.Errorf("bundle %s: %s: %w", b.File, where, err)
+	}
+	lf.SHA256, lf.Size = d, n
+	return lf, nil
+}
+
+func resolveImage(ctx context.Context, r Resolver, im Image, prev []LockedImage, where string, unresolved *[]string) (LockedImage, error) {
+	li := LockedImage{Ref: im.Ref, Digest: cas.Digest(im.Digest), Source: SourceRegistry}
+	if li.Digest != "" {
+		return li, nil
+	}
+	for _, p := range prev {
+		if p.Ref == im.Ref && p.Digest != "" {
+			li.Digest = p.Digest
+			return li, nil
+		}
+	}
+	if r.ImageDigest == nil {
+		*unresolved = append(*unresolved, where+".digest: "+im.Ref)
+		return li, nil
+	}
+	d, err := r.ImageDigest(ctx, im.Ref)
+	if err != nil {
+		return li, fmt.Errorf("%s: %w", where, err)
+	}
+	li.Digest = d
+	return li, nil
+}
+
+// TooLargeError is a file the ISO cannot hold.
+type TooLargeError struct {
+	Where, File string
+	Size        int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: %s is %.2f GiB; an ISO 9660 file holds at most 4 GiB - 1 byte: compress it or split it", e.Where, e.File, float64(e.Size)/(1<<30))
+}
+
+// HashFile returns a file's sha256 and size.
+func HashFile(p string) (cas.Digest, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
+}
+
+func digestOf(b []byte) cas.Digest {
+	s := sha256.Sum256(b)
+	return cas.Digest("sha256:" + hex.EncodeToString(s[:]))
+}
+
+// Marshal is the lock's file content: indented JSON, one trailing newline.
+func (l *Lock) Marshal() []byte {
+	b, _ := json.MarshalIndent(l, "", "  ")
+	return append(b, '\n')
+}
+
+// ReadLock reads a lock file; (nil, nil) when there is none.
+func ReadLock(path string) (*Lock, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading lock: %w", err)
+	}
+	return ParseLock(path, data)
+}
+
+// ParseLock decodes lock data strictly.
+func ParseLock(path string, data []byte) (*Lock, error) {
+	var l Lock
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("reading lock %s: %w (delete it to resolve the bundle again)", path, err)
+	}
+	if l.APIVersion != config.APIVersion || l.Kind != LockKind {
+		return nil, fmt.Errorf("reading lock %s: apiVersion %q kind %q, want %s %s", path, l.APIVersion, l.Kind, config.APIVersion, LockKind)
+	}
+	return &l, nil
+}
+
+// WriteLock writes the lock atomically.
+func WriteLock(path string, l *Lock) error {
+	return cas.WriteFileAtomic(path, l.Marshal(), 0o644)
+}
+
+// LockPath is the default lock of a bundle file: NAME.lock beside it.
+func LockPath(bundleFile string) string {
+	return strings.TrimSuffix(bundleFile, filepath.Ext(bundleFile)) + ".lock"
+}
+
+// Diff lists what differs between two locks, one line per entry; empty
+// when they pin the same things.
+func Diff(old, new *Lock) []string {
+	var out []string
+	if old.BundleDigest != new.BundleDigest {
+		out = append(out, fmt.Sprintf("the bundle file changed (%s, locked %s)", short(new.BundleDigest), short(old.BundleDigest)))
+	}
+	flat := func(l *Lock) map[string]string {
+		m := map[string]string{
+			"os.suite": l.OS.Suite, "os.mirror": l.OS.Mirror,
+			"kubernetes.version": l.Kubernetes.Version, "kubernetes.go": l.Kubernetes.Go,
+		}
+		for _, p := range l.OS.Packages {
+			m["os.packages "+p.Name] = p.Version + " " + string(p.SHA256)
+		}
+		for _, r := range l.Kubernetes.Recipes {
+			m["kubernetes.recipes "+r.Name] = r.Source
+		}
+		for _, f := range l.Kubernetes.Binaries {
+			m["kubernetes.binaries "+f.Name] = string(f.SHA256)
+		}
+		for _, im := range l.Images {
+			m["image "+im.Ref] = string(im.Digest)
+		}
+		for path, d := range l.PayloadFiles() {
+			m["file "+path] = string(d)
+		}
+		return m
+	}
+	a, b := flat(old), flat(new)
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		av, aok := a[k]
+		bv, bok := b[k]
+		switch {
+		case !aok:
+			out = append(out, fmt.Sprintf("%s: new (%s)", k, bv))
+		case !bok:
+			out = append(out, fmt.Sprintf("%s: gone (locked %s)", k, av))
+		case av != bv:
+			out = append(out, fmt.Sprintf("%s: %s, locked %s", k, bv, av))
+		}
+	}
+	return out
+}
+
+func short(d cas.Digest) string {
+	if len(d) > 19 {
+		return string(d[:19])
+	}
+	return string(d)
+}
+
+// ImageRefs returns the lock's image references, normalized the way the
+// offline registry names them.
+func (l *Lock) ImageRefs() map[string]LockedImage {
+	out := map[string]LockedImage{}
+	for _, im := range l.Images {
+		if r, err := registry.ParseRef(im.Ref); err == nil {
+			out[r.String()] = im
+		}
+	}
+	return out
+}
