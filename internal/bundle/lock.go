@@ -86,8 +86,8 @@ type LockedImage struct {
 
 // LockedPackages are the compute nodes' packages.
 type LockedPackages struct {
-	Binaries []LockedFile  `json:"binaries"`
-	Debs     []LockedDeb   `json:"debs"`
+	Binaries []LockedFile `json:"binaries"`
+	Debs     []LockedDeb  `json:"debs"`
 }
 
 // LockedDeb is a Debian package shipped in packages/.
