@@ -236,4 +236,3 @@ func syncFile(p string) error {
 	defer fh.Close()
 	return fh.Sync()
 }
-

@@ -82,9 +82,14 @@ type countProgress struct {
 	added  int64
 }
 
-func (c *countProgress) Start(name string, total int64) { c.mu.Lock(); c.starts++; c.total = total; c.mu.Unlock() }
-func (c *countProgress) Add(n int64)                    { c.mu.Lock(); c.added += n; c.mu.Unlock() }
-func (c *countProgress) Done()                          {}
+func (c *countProgress) Start(name string, total int64) {
+	c.mu.Lock()
+	c.starts++
+	c.total = total
+	c.mu.Unlock()
+}
+func (c *countProgress) Add(n int64) { c.mu.Lock(); c.added += n; c.mu.Unlock() }
+func (c *countProgress) Done()       {}
 
 func TestFetchParallelAndCached(t *testing.T) {
 	files := map[string][]byte{}
