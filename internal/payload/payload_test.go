@@ -1,0 +1,133 @@
+package payload
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/testkit"
+	"github.com/bootstick/bootstick/internal/toolchain"
+)
+
+func setup(t *testing.T) (*cas.Store, *bundle.Bundle, *bundle.Lock) {
+	t.Helper()
+	store, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := testkit.Toolchain(store, 4096, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "os.img"), []byte("an OS image"), 0o644)
+	bf, err := testkit.Bundle(dir, testkit.Manifests, "files: [{path: os.img}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Load(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bundle.Resolve(context.Background(), b, nil, bundle.Resolver{
+		Toolchain: func(context.Context, string) (*toolchain.Manifest, error) { return &tc.Manifest, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Local files enter the cache at build time.
+	if _, _, err := store.PutFile(filepath.Join(dir, "os.img")); err != nil {
+		t.Fatal(err)
+	}
+	return store, b, l
+}
+
+func TestStage(t *testing.T) {
+	store, b, l := setup(t)
+	siteDir := t.TempDir()
+	os.MkdirAll(filepath.Join(siteDir, "secrets"), 0o755)
+	os.WriteFile(filepath.Join(siteDir, "site.yaml"), []byte("kind: Site\n"), 0o644)
+	os.WriteFile(filepath.Join(siteDir, "secrets", "w.yaml"), []byte("username: a\n"), 0o600)
+	out := filepath.Join(t.TempDir(), "bundle")
+	st, err := Stage(context.Background(), Options{Store: store, Lock: l, Bundle: b, Dir: out,
+		Site: filepath.Join(siteDir, "site.yaml"), SiteFiles: []string{"secrets/w.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"bundle.lock", "registry/index.json", "registry/oci-layout", "manifests/10-app.yaml",
+		"packages/kubeadm", "packages/kubelet", "packages/kubectl", "os-images/os.img", "os-images/os.img.sha256",
+		"site/site.yaml", "site/secrets/w.yaml"} {
+		if _, err := os.Stat(filepath.Join(out, p)); err != nil {
+			t.Error(err)
+		}
+	}
+	// The firstboot registry serves the layout, and finds nothing corrupt.
+	srv, err := registry.Open(filepath.Join(out, "registry"), registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Images(); len(got) != len(testkit.Images) {
+		t.Errorf("registry images %v", got)
+	}
+	if bad := srv.Corrupted(); len(bad) != 0 {
+		t.Errorf("corrupted: %v", bad)
+	}
+	// Seven images share one base layer: it is stored once.
+	if st.Images != 7 || st.RegistryBytes >= st.ImageBytes || st.Blobs != 1+7*3 {
+		t.Errorf("stats %+v", st)
+	}
+	size, _ := testkit.TreeSize(filepath.Join(out, "registry", "blobs"))
+	if size != st.RegistryBytes {
+		t.Errorf("blobs hold %d bytes, stats say %d", size, st.RegistryBytes)
+	}
+	// The staged lock is the lock.
+	data, _ := os.ReadFile(filepath.Join(out, "bundle.lock"))
+	back, err := bundle.ParseLock("bundle.lock", data)
+	if err != nil || len(bundle.Diff(l, back)) != 0 {
+		t.Errorf("staged lock differs: %v", err)
+	}
+}
+
+func TestStageRefusesCorruptCache(t *testing.T) {
+	store, b, l := setup(t)
+	bin := l.Packages.Binaries[0].SHA256
+	p := store.BlobPath(bin)
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, []byte("tampered"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Stage(context.Background(), Options{Store: store, Lock: l, Bundle: b, Dir: filepath.Join(t.TempDir(), "b")})
+	if err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), string(bin)) {
+		t.Fatalf("got %v", err)
+	}
+	if store.Has(bin) {
+		t.Error("the corrupt blob stayed in the cache")
+	}
+}
+
+func TestStageRefusesChangedManifest(t *testing.T) {
+	store, b, l := setup(t)
+	if err := os.WriteFile(filepath.Join(b.Dir, "manifests", "10-app.yaml"), []byte("changed: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Stage(context.Background(), Options{Store: store, Lock: l, Bundle: b, Dir: filepath.Join(t.TempDir(), "b")})
+	if err == nil || !strings.Contains(err.Error(), "changed since it was locked") || !strings.Contains(err.Error(), "10-app.yaml") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStageRefusesSiteFilesOutside(t *testing.T) {
+	store, b, l := setup(t)
+	site := filepath.Join(t.TempDir(), "site.yaml")
+	os.WriteFile(site, []byte("x"), 0o644)
+	_, err := Stage(context.Background(), Options{Store: store, Lock: l, Bundle: b, Dir: filepath.Join(t.TempDir(), "b"),
+		Site: site, SiteFiles: []string{"../etc/shadow"}})
+	if err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("got %v", err)
+	}
+}
