@@ -93,7 +93,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	var objs []Object
 	prov := &bpa.Provisioning{
 		TypeMeta:   metav1.TypeMeta{APIVersion: bpa.GroupVersion.String(), Kind: "Provisioning"},
-		ObjectMeta: meta(s.Cluster.Name, s, "", ""),
+		ObjectMeta: objectMeta(s.Cluster.Name, s, "", ""),
 		Spec: bpa.ProvisioningSpec{
 			KUDPlugins: slices.Clone(s.Cluster.KUDPlugins),
 			PodSubnet:  s.Cluster.PodCIDR,
@@ -110,7 +110,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		objs = append(objs, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: meta(BMCSecretName(h.Name), s, h.Name, h.Role),
+			ObjectMeta: objectMeta(BMCSecretName(h.Name), s, h.Name, h.Role),
 			Type:       corev1.SecretTypeOpaque,
 			Data: map[string][]byte{
 				"username": []byte(h.BMC.Credentials.Username),
@@ -123,7 +123,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		objs = append(objs, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: meta(UserDataSecretName(h.Name), s, h.Name, h.Role),
+			ObjectMeta: objectMeta(UserDataSecretName(h.Name), s, h.Name, h.Role),
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{"userData": userData},
 		})
@@ -135,7 +135,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 			}
 			objs = append(objs, &corev1.Secret{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-				ObjectMeta: meta(NetworkDataSecretName(h.Name), s, h.Name, h.Role),
+				ObjectMeta: objectMeta(NetworkDataSecretName(h.Name), s, h.Name, h.Role),
 				Type:       corev1.SecretTypeOpaque,
 				Data:       map[string][]byte{"networkData": nd},
 			})
@@ -148,7 +148,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		bmh := &metal3.BareMetalHost{
 			TypeMeta:   metav1.TypeMeta{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost"},
-			ObjectMeta: meta(h.Name, s, h.Name, h.Role),
+			ObjectMeta: objectMeta(h.Name, s, h.Name, h.Role),
 			Spec: metal3.BareMetalHostSpec{
 				Online:         true,
 				BootMACAddress: mac,
@@ -189,7 +189,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	objs = append(objs, prov)
 	objs = append(objs, &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: meta(SSHKeySecret, s, "", ""),
+		ObjectMeta: objectMeta(SSHKeySecret, s, "", ""),
 		Type:       corev1.SecretTypeSSHAuth,
 		Data: map[string][]byte{
 			corev1.SSHAuthPrivateKey: opts.SSHKey.Private,
@@ -199,7 +199,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	return objs, nil
 }
 
-func meta(name string, s *site.Site, host string, role site.Role) metav1.ObjectMeta {
+func objectMeta(name string, s *site.Site, host string, role site.Role) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
 		Name:      name,
 		Namespace: Namespace,
