@@ -1,0 +1,147 @@
+package completeness
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/bootstick/bootstick/internal/kubeadm"
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+)
+
+// Inputs are everything that will pull images on the appliance.
+type Inputs struct {
+	// Manifests are the payload's manifests, by file name.
+	Manifests map[string][]byte
+	// KubernetesVersion is the release kubeadm installs.
+	KubernetesVersion string
+	// Registry are the references the offline registry holds.
+	Registry []string
+	// KubeadmImages lists the images kubeadm pulls for a configuration
+	// (kubeadm config images list --config); see Kubeadm.
+	KubeadmImages func(ctx context.Context, config []byte) ([]string, error)
+	// Site, when given, is rendered and its objects checked.
+	Site *site.Site
+	// SiteImages are the bundle's OS images, for rendering the site.
+	SiteImages []site.BundledImage
+}
+
+// Collect renders everything and lists every image reference with its
+// user.
+func Collect(ctx context.Context, in Inputs) ([]Use, error) {
+	var uses []Use
+	names := make([]string, 0, len(in.Manifests))
+	for n := range in.Manifests {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		u, err := ManifestImages("manifests/"+n, in.Manifests[n])
+		if err != nil {
+			return nil, err
+		}
+		uses = append(uses, u...)
+	}
+
+	cfg, err := KubeadmConfig(in.KubernetesVersion, in.Registry)
+	if err != nil {
+		return nil, err
+	}
+	if in.KubeadmImages != nil {
+		imgs, err := in.KubeadmImages(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		for _, im := range imgs {
+			uses = append(uses, Use{Image: im, By: "kubeadm init (kubeadm config images list for the rendered configuration)"})
+		}
+	}
+
+	if in.Site != nil {
+		key, err := sshkeys.Generate(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := render.Render(in.Site, render.Options{SSHKey: key, Images: in.SiteImages})
+		if err != nil {
+			return nil, fmt.Errorf("rendering the site: %w", err)
+		}
+		us, err := render.Unstructured(objs)
+		if err != nil {
+			return nil, fmt.Errorf("rendering the site: %w", err)
+		}
+		for _, u := range us {
+			who := "site: " + u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+			uses = append(uses, ObjectImages(who, u.Object)...)
+		}
+	}
+	return uses, nil
+}
+
+// KubeadmConfig renders the kubeadm configuration the way firstboot does
+// on the appliance: the image repository and the etcd and CoreDNS tags are
+// those of the registry's images. Addresses and paths are placeholders
+// (they do not change which images kubeadm pulls).
+func KubeadmConfig(version string, refs []string) ([]byte, error) {
+	find := func(name string) (registry.ImageRef, bool) {
+		for _, ref := range refs {
+			r, err := registry.ParseRef(ref)
+			if err == nil && (r.Repository == name || strings.HasSuffix(r.Repository, "/"+name)) {
+				return r, true
+			}
+		}
+		return registry.ImageRef{}, false
+	}
+	api, ok := find("kube-apiserver")
+	if !ok {
+		return nil, &MissingError{Missing: map[string][]string{"kube-apiserver:" + version: {"kubeadm init (the control plane)"}}}
+	}
+	c := kubeadm.Config{
+		KubernetesVersion: version, NodeName: "bootstick", AdvertiseAddress: "192.0.2.1",
+		PodSubnet: "10.244.0.0/16", ServiceSubnet: "10.96.0.0/12",
+		CRISocket: "unix:///run/containerd/containerd.sock", ImageRepository: api.Registry,
+		EtcdDataDir: "/var/lib/etcd", EncryptionConfigPath: "/etc/bootstick/encryption.yaml",
+		CgroupDriver: "systemd",
+	}
+	if r, ok := find("etcd"); ok {
+		c.EtcdImageTag = r.Tag
+	}
+	if r, ok := find("coredns"); ok {
+		c.CoreDNSImageTag = r.Tag
+	}
+	return kubeadm.Render(c)
+}
+
+// Kubeadm lists images with the kubeadm binary at bin.
+func Kubeadm(bin string) func(ctx context.Context, config []byte) ([]string, error) {
+	return func(ctx context.Context, config []byte) ([]string, error) {
+		dir, err := os.MkdirTemp("", "bootstick-kubeadm-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		f := filepath.Join(dir, "kubeadm.yaml")
+		if err := os.WriteFile(f, config, 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.CommandContext(ctx, bin, "config", "images", "list", "--config", f)
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return nil, fmt.Errorf("kubeadm config images list: %v: %s", err, strings.TrimSpace(string(ee.Stderr)))
+			}
+			return nil, fmt.Errorf("running kubeadm: %w", err)
+		}
+		return strings.Fields(string(out)), nil
+	}
+}
