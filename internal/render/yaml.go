@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // Unstructured converts objects for output and apply: no status, no empty
@@ -39,24 +39,17 @@ func WriteYAML(w io.Writer, objs []Object, showSecrets bool) error {
 	if err != nil {
 		return err
 	}
-	for i, u := range us {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	for _, u := range us {
 		if !showSecrets && u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" {
 			redact(u)
 		}
-		b, err := yaml.Marshal(u.Object)
-		if err != nil {
+		if err := enc.Encode(u.Object); err != nil {
 			return fmt.Errorf("writing %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
-		if i > 0 {
-			if _, err := io.WriteString(w, "---\n"); err != nil {
-				return err
-			}
-		}
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
 	}
-	return nil
+	return enc.Close()
 }
 
 // secretKeys are the Secret keys whose values are never printed.
