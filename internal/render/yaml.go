@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"go.yaml.in/yaml/v3"
 )
 
 // Unstructured converts objects for output and apply: no status, no empty
