@@ -1,0 +1,147 @@
+package rootfs
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Source is one apt source: a URI and its suites.
+type Source struct {
+	URI    string
+	Suites []string
+	File   string // where it was found
+}
+
+// HostMirror returns the Debian mirror of the host's apt configuration
+// under root (normally "/"): the first "deb" source that carries suite, from
+// etc/apt/sources.list and then etc/apt/sources.list.d/*.list and *.sources
+// in name order.
+func HostMirror(root, suite string) (string, error) {
+	srcs, err := HostSources(root)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range srcs {
+		for _, su := range s.Suites {
+			if su == suite {
+				return strings.TrimSuffix(s.URI, "/"), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no apt source for suite %q in %s: give the mirror explicitly", suite, filepath.Join(root, "etc/apt"))
+}
+
+// HostSources lists the enabled "deb" sources of the apt configuration
+// under root.
+func HostSources(root string) ([]Source, error) {
+	var out []Source
+	main := filepath.Join(root, "etc/apt/sources.list")
+	if data, err := os.ReadFile(main); err == nil {
+		out = append(out, parseList(main, data)...)
+	} else if !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading apt sources %s: %w", main, err)
+	}
+	dir := filepath.Join(root, "etc/apt/sources.list.d")
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading apt sources %s: %w", dir, err)
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		switch filepath.Ext(n) {
+		case ".list", ".sources":
+		default:
+			continue // apt ignores other names (e.g. *.disabled)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading apt sources %s: %w", p, err)
+		}
+		if filepath.Ext(n) == ".list" {
+			out = append(out, parseList(p, data)...)
+		} else {
+			out = append(out, parseDeb822(p, data)...)
+		}
+	}
+	return out, nil
+}
+
+// parseList reads one-line style sources: "deb [options] URI suite comp...".
+func parseList(file string, data []byte) []Source {
+	var out []Source
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "deb" {
+			continue
+		}
+		f = f[1:]
+		if strings.HasPrefix(f[0], "[") {
+			for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
+				f = f[1:]
+			}
+			if len(f) > 0 {
+				f = f[1:]
+			}
+		}
+		if len(f) < 2 {
+			continue
+		}
+		out = append(out, Source{URI: f[0], Suites: []string{f[1]}, File: file})
+	}
+	return out
+}
+
+// parseDeb822 reads deb822 style sources (stanzas of "Key: value").
+func parseDeb822(file string, data []byte) []Source {
+	var out []Source
+	for _, stanza := range strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n\n") {
+		fields := map[string]string{}
+		last := ""
+		for _, line := range strings.Split(stanza, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.TrimSpace(line) == "" {
+				continue
+			}
+			if (line[0] == ' ' || line[0] == '\t') && last != "" {
+				fields[last] += " " + strings.TrimSpace(line)
+				continue
+			}
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			last = strings.ToLower(strings.TrimSpace(k))
+			fields[last] = strings.TrimSpace(v)
+		}
+		if strings.EqualFold(fields["enabled"], "no") {
+			continue
+		}
+		isDeb := false
+		for _, t := range strings.Fields(fields["types"]) {
+			if t == "deb" {
+				isDeb = true
+			}
+		}
+		if !isDeb {
+			continue
+		}
+		for _, uri := range strings.Fields(fields["uris"]) {
+			out = append(out, Source{URI: uri, Suites: strings.Fields(fields["suites"]), File: file})
+		}
+	}
+	return out
+}
