@@ -1,0 +1,398 @@
+// Package qemu starts a virtual machine that boots an image the way a real
+// bootstrap machine would: as a CD or a USB disk, under BIOS (SeaBIOS) or
+// UEFI (OVMF), with an empty data disk and either no network or a
+// restricted user network with one forwarded port. The serial console goes
+// to a log file that tests wait on.
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Firmware is what the machine boots with.
+type Firmware string
+
+// Media is how the image is attached.
+type Media string
+
+const (
+	BIOS Firmware = "bios"
+	UEFI Firmware = "uefi"
+	CD   Media    = "cd"
+	USB  Media    = "usb"
+)
+
+// Debian's OVMF (package ovmf).
+const (
+	DefaultOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	DefaultOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// Options describe a machine.
+type Options struct {
+	Image    string // the ISO
+	Media    Media  // CD (default) or USB
+	Firmware Firmware
+	// Dir holds the serial log, the firmware variables and the data disk;
+	// required.
+	Dir string
+	// MemoryMiB defaults to 2048, CPUs to 2.
+	MemoryMiB, CPUs int
+	// DataDisk is the size of an empty virtio data disk; 0 means none.
+	DataDisk int64
+	// HostPort, when set, turns on a restricted user network (no way out)
+	// with 127.0.0.1:HostPort forwarded to GuestPort in the guest.
+	HostPort, GuestPort int
+	// Binary defaults to qemu-system-x86_64; OVMFCode/OVMFVars to Debian's.
+	Binary, OVMFCode, OVMFVars string
+}
+
+// VM is a running machine.
+type VM struct {
+	SerialLog string
+	Accel     Accel
+	cmd       *exec.Cmd
+	qmp       string
+	done      chan struct{}
+	waitErr   error
+	stderr    *strings.Builder
+}
+
+// Start boots a machine. Stop it with Shutdown or Kill.
+func Start(ctx context.Context, o Options) (*VM, error) {
+	if o.Image == "" || o.Dir == "" {
+		return nil, fmt.Errorf("qemu: Image and Dir are required")
+	}
+	if _, err := os.Stat(o.Image); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	if o.Media == "" {
+		o.Media = CD
+	}
+	if o.Firmware == "" {
+		o.Firmware = BIOS
+	}
+	if o.MemoryMiB == 0 {
+		o.MemoryMiB = 2048
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 2
+	}
+	if o.Binary == "" {
+		o.Binary = "qemu-system-x86_64"
+	}
+	if o.OVMFCode == "" {
+		o.OVMFCode = DefaultOVMFCode
+	}
+	if o.OVMFVars == "" {
+		o.OVMFVars = DefaultOVMFVars
+	}
+	if _, err := exec.LookPath(o.Binary); err != nil {
+		return nil, fmt.Errorf("qemu: %s is missing (apt-get install qemu-system-x86): %w", o.Binary, err)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	accel := Detect(o.Binary)
+	vm := &VM{
+		SerialLog: filepath.Join(o.Dir, "serial.log"),
+		Accel:     accel,
+		qmp:       filepath.Join(o.Dir, "qmp.sock"),
+		done:      make(chan struct{}),
+		stderr:    &strings.Builder{},
+	}
+	_ = os.Remove(vm.SerialLog)
+	_ = os.Remove(vm.qmp)
+
+	args := []string{
+		"-name", "bootstick-test", "-nodefaults", "-display", "none", "-vga", "std",
+		"-m", strconv.Itoa(o.MemoryMiB), "-smp", strconv.Itoa(o.CPUs),
+		"-serial", "file:" + vm.SerialLog,
+		"-qmp", "unix:" + vm.qmp + ",server=on,wait=off",
+		"-no-reboot",
+	}
+	args = append(args, accel.Args...)
+
+	switch o.Firmware {
+	case BIOS:
+	case UEFI:
+		vars := filepath.Join(o.Dir, "OVMF_VARS.fd")
+		if err := copyFile(o.OVMFVars, vars); err != nil {
+			return nil, fmt.Errorf("qemu: copying UEFI variables (apt-get install ovmf): %w", err)
+		}
+		args = append(args,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+o.OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
+	default:
+		return nil, fmt.Errorf("qemu: unknown firmware %q (bios or uefi)", o.Firmware)
+	}
+
+	switch o.Media {
+	case CD:
+		args = append(args,
+			"-drive", "if=none,id=stick,media=cdrom,readonly=on,format=raw,file="+o.Image,
+			"-device", "ide-cd,drive=stick,bootindex=0")
+	case USB:
+		args = append(args,
+			"-device", "usb-ehci,id=ehci",
+			"-drive", "if=none,id=stick,format=raw,snapshot=on,file="+o.Image,
+			"-device", "usb-storage,bus=ehci.0,drive=stick,removable=on,bootindex=0")
+	default:
+		return nil, fmt.Errorf("qemu: unknown media %q (cd or usb)", o.Media)
+	}
+
+	if o.DataDisk > 0 {
+		data := filepath.Join(o.Dir, "data.img")
+		_ = os.Remove(data)
+		f, err := os.Create(data)
+		if err != nil {
+			return nil, fmt.Errorf("qemu: data disk: %w", err)
+		}
+		err = f.Truncate(o.DataDisk)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("qemu: data disk: %w", err)
+		}
+		args = append(args, "-drive", "if=virtio,format=raw,file="+data)
+	}
+
+	if o.HostPort != 0 {
+		args = append(args, "-nic", fmt.Sprintf("user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort))
+	} else {
+		args = append(args, "-nic", "none")
+	}
+
+	vm.cmd = exec.Command(o.Binary, args...)
+	vm.cmd.Stderr = vm.stderr
+	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := vm.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	go func() {
+		vm.waitErr = vm.cmd.Wait()
+		close(vm.done)
+	}()
+	// Stop the machine when the caller's context ends.
+	go func() {
+		select {
+		case <-ctx.Done():
+			vm.Kill()
+		case <-vm.done:
+		}
+	}()
+	return vm, nil
+}
+
+// Args is the command line the machine was started with (for logs).
+func (vm *VM) Args() []string { return vm.cmd.Args }
+
+// WaitSerial waits until the serial log matches re and returns the match.
+// It fails when ctx ends or the machine stops first, with the log's tail.
+func (vm *VM) WaitSerial(ctx context.Context, re *regexp.Regexp) (string, error) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		data, _ := os.ReadFile(vm.SerialLog)
+		if m := re.Find(data); m != nil {
+			return string(m), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("qemu: waiting for %q on the serial console: %w\nlast output:\n%s", re, ctx.Err(), lastLines(data, 25))
+		case <-vm.done:
+			data, _ = os.ReadFile(vm.SerialLog)
+			if m := re.Find(data); m != nil {
+				return string(m), nil
+			}
+			return "", fmt.Errorf("qemu: stopped (%v) before %q showed on the serial console: %s\nlast output:\n%s", vm.waitErr, re, strings.TrimSpace(vm.stderr.String()), lastLines(data, 25))
+		case <-tick.C:
+		}
+	}
+}
+
+// Shutdown asks the guest to power off (ACPI) and waits up to timeout, then
+// kills the machine.
+func (vm *VM) Shutdown(timeout time.Duration) error {
+	select {
+	case <-vm.done:
+		return nil
+	default:
+	}
+	err := vm.qmpCommand("system_powerdown")
+	if err == nil {
+		select {
+		case <-vm.done:
+			return nil
+		case <-time.After(timeout):
+			err = fmt.Errorf("guest did not power off in %s", timeout)
+		}
+	}
+	vm.Kill()
+	return fmt.Errorf("qemu: clean shutdown failed, killed: %w", err)
+}
+
+// Kill stops the machine at once and waits for it to exit.
+func (vm *VM) Kill() {
+	select {
+	case <-vm.done:
+		return
+	default:
+	}
+	_ = vm.qmpCommand("quit")
+	select {
+	case <-vm.done:
+		return
+	case <-time.After(3 * time.Second):
+	}
+	_ = vm.cmd.Process.Kill()
+	<-vm.done
+}
+
+// Done is closed when the machine has exited.
+func (vm *VM) Done() <-chan struct{} { return vm.done }
+
+func (vm *VM) qmpCommand(command string) error {
+	c, err := net.DialTimeout("unix", vm.qmp, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if _, err := r.ReadBytes('\n'); err != nil { // greeting
+		return err
+	}
+	for _, cmd := range []string{"qmp_capabilities", command} {
+		b, _ := json.Marshal(map[string]string{"execute": cmd})
+		if _, err := c.Write(append(b, '\n')); err != nil {
+			return err
+		}
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				if cmd == "quit" && errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			var resp map[string]json.RawMessage
+			if json.Unmarshal(line, &resp) != nil {
+				continue
+			}
+			if e, ok := resp["error"]; ok {
+				return fmt.Errorf("qmp %s: %s", cmd, e)
+			}
+			if _, ok := resp["return"]; ok {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Accel is how QEMU runs guest code.
+type Accel struct {
+	Name string   // "kvm" or "tcg"
+	Args []string // e.g. -accel tcg -cpu qemu64
+	Why  string   // why KVM was not used
+}
+
+var (
+	detectMu   sync.Mutex
+	detectMemo = map[string]Accel{}
+)
+
+// Detect returns KVM when /dev/kvm really runs firmware, else TCG. Some
+// hosts expose a /dev/kvm (e.g. a nested PVM module) that cannot run a BIOS:
+// the probe boots SeaBIOS with KVM and waits for it to report on its debug
+// port. The answer is kept for the life of the process.
+func Detect(binary string) Accel {
+	detectMu.Lock()
+	defer detectMu.Unlock()
+	if a, ok := detectMemo[binary]; ok {
+		return a
+	}
+	a := probe(binary)
+	detectMemo[binary] = a
+	return a
+}
+
+var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64"}
+
+func probe(binary string) Accel {
+	if os.Getenv("BOOTSTICK_QEMU_ACCEL") == "tcg" {
+		return Accel{Name: "tcg", Args: tcg, Why: "BOOTSTICK_QEMU_ACCEL=tcg"}
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: fmt.Sprintf("no usable /dev/kvm: %v", err)}
+	}
+	f.Close()
+	dir, err := os.MkdirTemp("", "bootstick-kvm-probe-*")
+	if err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	dbg := filepath.Join(dir, "debugcon.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "-nodefaults", "-display", "none", "-no-reboot",
+		"-accel", "kvm", "-cpu", "host", "-m", "64",
+		"-chardev", "file,id=dbg,path="+dbg, "-device", "isa-debugcon,iobase=0x402,chardev=dbg")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: err.Error()}
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			data, _ := os.ReadFile(dbg)
+			// SeaBIOS got through POST to looking for a boot device.
+			if strings.Contains(string(data), "No bootable device") || strings.Contains(string(data), "Booting from") {
+				_ = cmd.Process.Kill()
+				<-done
+				return Accel{Name: "kvm", Args: []string{"-accel", "kvm", "-cpu", "host"}}
+			}
+		case <-done:
+			return Accel{Name: "tcg", Args: tcg, Why: "KVM could not run SeaBIOS (the machine stopped)"}
+		case <-ctx.Done():
+			<-done
+			return Accel{Name: "tcg", Args: tcg, Why: "KVM could not run SeaBIOS within 10s"}
+		}
+	}
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
