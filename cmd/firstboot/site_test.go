@@ -180,3 +180,36 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("the commands did not run as expected:\n%s", text)
 	}
 }
+
+func TestBundledImages(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "os-images")
+	if err := os.MkdirAll(img, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"ubuntu-22.04.qcow2":         "qcow2 bytes",
+		"debian-12.raw":              "raw bytes",
+		"debian-12.raw.sha256":       strings.Repeat("AB", 32) + "  debian-12.raw\n",
+		"ironic-python-agent.kernel": "not an OS image",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(img, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := bundledImages(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "debian-12" || got[0].SHA256 != strings.Repeat("ab", 32) || got[0].Format != "raw" ||
+		got[1].Name != "ubuntu-22.04" || got[1].Format != "qcow2" ||
+		got[1].SHA256 != "7d30589137388fa419165760d269010919c9faa168b61326d403989eea4f38e8" {
+		t.Fatalf("bundledImages = %+v", got)
+	}
+	// No os-images folder: an empty, known list (names are checked).
+	none, err := bundledImages(t.TempDir())
+	if err != nil || none == nil || len(none) != 0 {
+		t.Fatalf("bundledImages of an empty bundle = %v, %v", none, err)
+	}
+}
