@@ -440,6 +440,9 @@ func HashFile(p string) (cas.Digest, int64, error) {
 	return cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
 }
 
+// HashBytes is the sha256 digest of b.
+func HashBytes(b []byte) cas.Digest { return digestOf(b) }
+
 func digestOf(b []byte) cas.Digest {
 	s := sha256.Sum256(b)
 	return cas.Digest("sha256:" + hex.EncodeToString(s[:]))

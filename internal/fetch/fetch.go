@@ -73,8 +73,9 @@ func (e *MismatchError) Error() string {
 func (f *Fetcher) partialDir() string { return filepath.Join(f.Store.Root, "downloads") }
 
 // Fetch downloads every item that is not in the cache, at most Workers at
-// a time. On the first error the others are cancelled; their partial
-// downloads stay for the next run to resume.
+// a time. A failed download does not stop the others: what finishes is
+// cached, what is cut off stays as a partial download that the next run
+// resumes. Every failure is reported.
 func (f *Fetcher) Fetch(ctx context.Context, items []Item) ([]Result, error) {
 	p := f.Progress
 	if p == nil {
@@ -115,19 +116,17 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) ([]Result, error) {
 	if f.Client != nil {
 		client.HTTPClient = f.Client
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.SetLimit(workers)
+	errs := make([]error, len(items))
 	for _, i := range todo {
 		g.Go(func() error {
-			r, err := f.one(gctx, client, items[i], p)
-			if err != nil {
-				return err
-			}
-			results[i] = r
+			results[i], errs[i] = f.one(ctx, client, items[i], p)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	g.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return results, nil

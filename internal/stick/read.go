@@ -1,0 +1,346 @@
+package stick
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/filesystem"
+
+	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/progress"
+)
+
+// Report is what `mkusb inspect` shows.
+type Report struct {
+	File       string           `json:"file"`
+	Size       int64            `json:"size"`
+	Label      string           `json:"label"`
+	Lock       *bundle.Lock     `json:"lock"`
+	Build      *BuildInfo       `json:"build,omitempty"`
+	Boot       []BootEntry      `json:"boot"`
+	Partitions []Partition      `json:"partitions"`
+	Sizes      map[string]int64 `json:"sizes"` // bytes under each top folder of the ISO
+	Site       bool             `json:"site"`
+}
+
+// BootEntry is an El Torito boot entry.
+type BootEntry struct {
+	Platform  string `json:"platform"` // BIOS or UEFI
+	Emulation string `json:"emulation"`
+	LoadRBA   uint32 `json:"loadRBA"`
+	Sectors   uint16 `json:"sectors"` // 512-byte sectors loaded
+}
+
+// Partition is an entry of the hybrid MBR.
+type Partition struct {
+	Index    int    `json:"index"`
+	Type     string `json:"type"`
+	Active   bool   `json:"active"`
+	StartLBA uint32 `json:"startLBA"`
+	Sectors  uint32 `json:"sectors"`
+}
+
+// isoFS opens the ISO's file system.
+func isoFS(p string) (filesystem.FileSystem, func(), error) {
+	d, err := diskfs.Open(p, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	fsys, err := d.GetFilesystem(0)
+	if err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("reading %s: not an ISO 9660 image: %w", p, err)
+	}
+	return fsys, func() { d.Close() }, nil
+}
+
+func readAll(fsys fs.FS, p string) ([]byte, error) {
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Inspect reads an ISO's lock, build record, boot entries and sizes.
+func Inspect(p string) (*Report, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{File: p, Size: fi.Size(), Sizes: map[string]int64{}}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if r.Label, err = volumeLabel(f); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if r.Boot, err = bootEntries(f); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	r.Partitions = mbrPartitions(f)
+
+	fsys, closeFS, err := isoFS(p)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFS()
+	data, err := readAll(fsys, "bundle/bundle.lock")
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: no /bundle/bundle.lock (not a bootstick?): %w", p, err)
+	}
+	if r.Lock, err = bundle.ParseLock(p+":/bundle/bundle.lock", data); err != nil {
+		return nil, err
+	}
+	if data, err := readAll(fsys, "bundle/build.json"); err == nil {
+		var bi BuildInfo
+		if err := json.Unmarshal(data, &bi); err != nil {
+			return nil, fmt.Errorf("reading %s:/bundle/build.json: %w", p, err)
+		}
+		r.Build = &bi
+	}
+	if _, err := fs.Stat(fsys, "bundle/site/site.yaml"); err == nil {
+		r.Site = true
+	}
+	err = fs.WalkDir(fsys, ".", func(fp string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		parts := strings.SplitN(fp, "/", 3)
+		key := parts[0]
+		if parts[0] == "bundle" && len(parts) == 3 {
+			key = parts[0] + "/" + parts[1]
+		}
+		r.Sizes[key] += info.Size()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return r, nil
+}
+
+const sector = 2048
+
+func volumeLabel(f io.ReaderAt) (string, error) {
+	pvd := make([]byte, sector)
+	if _, err := f.ReadAt(pvd, 16*sector); err != nil {
+		return "", fmt.Errorf("no ISO 9660 volume descriptor: %w", err)
+	}
+	if pvd[0] != 1 || string(pvd[1:6]) != "CD001" {
+		return "", errors.New("no ISO 9660 primary volume descriptor at sector 16")
+	}
+	return strings.TrimRight(string(pvd[40:72]), " \x00"), nil
+}
+
+// bootEntries parses the El Torito boot catalog.
+func bootEntries(f io.ReaderAt) ([]BootEntry, error) {
+	br := make([]byte, sector)
+	if _, err := f.ReadAt(br, 17*sector); err != nil {
+		return nil, nil
+	}
+	if br[0] != 0 || string(br[1:6]) != "CD001" || !strings.HasPrefix(string(br[7:39]), "EL TORITO SPECIFICATION") {
+		return nil, nil // not bootable
+	}
+	cat := make([]byte, sector)
+	if _, err := f.ReadAt(cat, int64(binary.LittleEndian.Uint32(br[0x47:]))*sector); err != nil {
+		return nil, fmt.Errorf("reading the boot catalog: %w", err)
+	}
+	if cat[0] != 1 || cat[30] != 0x55 || cat[31] != 0xAA {
+		return nil, errors.New("the boot catalog has no validation entry")
+	}
+	platform := func(id byte) string {
+		switch id {
+		case 0:
+			return "BIOS"
+		case 0xEF:
+			return "UEFI"
+		}
+		return fmt.Sprintf("0x%02x", id)
+	}
+	entry := func(e []byte, plat byte) BootEntry {
+		emu := map[byte]string{0: "none", 1: "1.2M floppy", 2: "1.44M floppy", 3: "2.88M floppy", 4: "hard disk"}[e[1]&0x0f]
+		return BootEntry{Platform: platform(plat), Emulation: emu, Sectors: binary.LittleEndian.Uint16(e[6:]), LoadRBA: binary.LittleEndian.Uint32(e[8:])}
+	}
+	var out []BootEntry
+	if cat[32] == 0x88 {
+		out = append(out, entry(cat[32:64], cat[1]))
+	}
+	for off := 64; off+32 <= sector; {
+		h := cat[off : off+32]
+		if h[0] != 0x90 && h[0] != 0x91 {
+			break
+		}
+		n := int(binary.LittleEndian.Uint16(h[2:]))
+		off += 32
+		for i := 0; i < n && off+32 <= sector; i++ {
+			if cat[off] == 0x88 {
+				out = append(out, entry(cat[off:off+32], h[1]))
+			}
+			off += 32
+		}
+		if h[0] == 0x91 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// mbrPartitions reads the hybrid MBR's partition table.
+func mbrPartitions(f io.ReaderAt) []Partition {
+	mbr := make([]byte, 512)
+	if _, err := f.ReadAt(mbr, 0); err != nil || mbr[510] != 0x55 || mbr[511] != 0xAA {
+		return nil
+	}
+	var out []Partition
+	for i := 0; i < 4; i++ {
+		e := mbr[446+16*i : 446+16*(i+1)]
+		if e[4] == 0 {
+			continue
+		}
+		out = append(out, Partition{Index: i + 1, Type: fmt.Sprintf("0x%02x", e[4]), Active: e[0] == 0x80,
+			StartLBA: binary.LittleEndian.Uint32(e[8:]), Sectors: binary.LittleEndian.Uint32(e[12:])})
+	}
+	return out
+}
+
+// VerifyResult is what Verify checked.
+type VerifyResult struct {
+	Files, Blobs int
+	Bytes        int64
+	Problems     []string
+}
+
+// Verify re-hashes every payload file the lock pins, every registry blob,
+// and the live files the build record names.
+func Verify(ctx context.Context, p string, prog progress.Progress) (*VerifyResult, error) {
+	if prog == nil {
+		prog = progress.Nop()
+	}
+	rep, err := Inspect(p)
+	if err != nil {
+		return nil, err
+	}
+	fsys, closeFS, err := isoFS(p)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFS()
+	res := &VerifyResult{}
+	want := map[string]cas.Digest{}
+	for fp, d := range rep.Lock.PayloadFiles() {
+		want["bundle/"+fp] = d
+	}
+	if rep.Build != nil {
+		for fp, d := range rep.Build.Live {
+			want[fp] = d
+		}
+	}
+	blobs, err := fs.ReadDir(fsys, "bundle/registry/blobs/sha256")
+	if err != nil {
+		res.Problems = append(res.Problems, "bundle/registry/blobs/sha256: "+err.Error())
+	}
+	for _, b := range blobs {
+		want["bundle/registry/blobs/sha256/"+b.Name()] = cas.Digest("sha256:" + b.Name())
+	}
+	paths := make([]string, 0, len(want))
+	for fp := range want {
+		paths = append(paths, fp)
+	}
+	sort.Strings(paths)
+	var total int64
+	for _, fp := range paths {
+		if info, err := fs.Stat(fsys, fp); err == nil {
+			total += info.Size()
+		}
+	}
+	prog.Start("verifying "+path.Base(p), total)
+	defer prog.Done()
+	for _, fp := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		got, n, err := hashIn(fsys, fp, prog)
+		switch {
+		case err != nil:
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", fp, err))
+		case got != want[fp]:
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: sha256 %s, the lock says %s", fp, got.Hex(), want[fp].Hex()))
+		}
+		res.Bytes += n
+		if strings.HasPrefix(fp, "bundle/registry/blobs/") {
+			res.Blobs++
+		} else {
+			res.Files++
+		}
+	}
+	// Every image of the lock is in the registry's index by its digest.
+	idx, err := readAll(fsys, "bundle/registry/index.json")
+	if err != nil {
+		res.Problems = append(res.Problems, "bundle/registry/index.json: "+err.Error())
+	} else {
+		var index struct {
+			Manifests []struct {
+				Digest      string            `json:"digest"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.Unmarshal(idx, &index); err != nil {
+			res.Problems = append(res.Problems, "bundle/registry/index.json: "+err.Error())
+		}
+		have := map[string]string{}
+		for _, m := range index.Manifests {
+			have[m.Annotations["io.containerd.image.name"]] = m.Digest
+		}
+		for _, im := range rep.Lock.Images {
+			if have[im.Ref] != string(im.Digest) {
+				res.Problems = append(res.Problems, fmt.Sprintf("image %s: the registry has %q, the lock says %s", im.Ref, have[im.Ref], im.Digest))
+			}
+		}
+	}
+	return res, nil
+}
+
+func hashIn(fsys fs.FS, fp string, prog progress.Progress) (cas.Digest, int64, error) {
+	f, err := fsys.Open(fp)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		prog.Add(int64(k))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", n, err
+		}
+	}
+	return cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
+}

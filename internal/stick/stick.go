@@ -1,0 +1,701 @@
+// Package stick is `mkusb build`: it turns a bundle into the bootable ISO.
+//
+//	resolve → lock → toolchain → fetch → completeness → OS (rootfs) →
+//	appliance layer → payload (/bundle) → ISO (temp file, renamed)
+//
+// Every artifact comes from the content-addressed cache; what is not there
+// is built or downloaded into it first. A locked build (Options.Locked)
+// fails instead of changing the lock, so it downloads nothing that the lock
+// does not pin, and every file read from the cache is re-hashed against it.
+package stick
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/completeness"
+	"github.com/bootstick/bootstick/internal/debs"
+	"github.com/bootstick/bootstick/internal/fetch"
+	"github.com/bootstick/bootstick/internal/iso"
+	"github.com/bootstick/bootstick/internal/payload"
+	"github.com/bootstick/bootstick/internal/progress"
+	"github.com/bootstick/bootstick/internal/recipes"
+	"github.com/bootstick/bootstick/internal/rootfs"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/toolchain"
+)
+
+// Options say what to build.
+type Options struct {
+	Bundle string // the bundle file
+	Lock   string // its lock; default bundle.LockPath(Bundle)
+	// Locked fails when the lock is missing, would change, or leaves
+	// anything unresolved.
+	Locked bool
+	Output string
+	Store  *cas.Store
+	// Site is a site file to validate and embed; AgeIdentity decrypts its
+	// encrypted passwords.
+	Site, AgeIdentity string
+	Epoch             time.Time
+	Progress          progress.Progress
+	// Firstboot is the firstboot binary put into the appliance layer;
+	// Overlay the folder laid over the OS.
+	Firstboot, Overlay string
+
+	// The slow or external parts; nil means the real ones. Tests and
+	// benchmarks replace them.
+	Toolchain     func(ctx context.Context, recipesFile string) (*toolchain.Result, error)
+	OS            func(ctx context.Context, req OSRequest) (OSResult, error)
+	Debs          func(ctx context.Context, names []string) ([]debs.Package, error)
+	FetchDebs     func(ctx context.Context, store *cas.Store, pkgs []debs.Package, workDir string) error
+	Mirror        func(suite string) (string, error)
+	KubeadmImages func(ctx context.Context, config []byte) ([]string, error)
+	HTTPClient    *http.Client
+	RemoteOptions []remote.Option
+}
+
+// OSRequest is the Debian live OS to build.
+type OSRequest struct {
+	Suite, Mirror string
+	Packages      []string
+	Level         int
+	Epoch         time.Time
+	CacheDir      string
+	Progress      progress.Progress
+}
+
+// OSResult is the built OS: host paths of its kernel, initrd and squashfs.
+type OSResult struct {
+	Kernel, Initrd, Squashfs string
+}
+
+// Result says what was built.
+type Result struct {
+	Lock        *bundle.Lock
+	LockFile    string
+	LockChanged bool
+	Output      string
+	Size        int64
+	Payload     payload.Stats
+	// Steps are the steps' names and durations, in order.
+	Steps []Step
+}
+
+// Step is one timed step.
+type Step struct {
+	Name string
+	Took time.Duration
+}
+
+// BuildInfo is /bundle/build.json: what the lock cannot pin because it is
+// built (the OS and the appliance layer), by digest.
+type BuildInfo struct {
+	SourceDateEpoch int64                 `json:"sourceDateEpoch"`
+	Live            map[string]cas.Digest `json:"live"`
+	Site            cas.Digest            `json:"site,omitempty"`
+}
+
+// Build runs the whole pipeline.
+func Build(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	log := slog.Default()
+	res := &Result{Output: o.Output, LockFile: o.Lock}
+	step := func(name string, f func() error) error {
+		start := time.Now()
+		err := f()
+		res.Steps = append(res.Steps, Step{name, time.Since(start)})
+		if err == nil {
+			log.Info("step done", "step", name, "took", time.Since(start).Round(10*time.Millisecond))
+		}
+		return err
+	}
+
+	// Check the output location first: a build that cannot write its ISO
+	// should fail before it spends minutes.
+	if err := checkOutput(o.Output); err != nil {
+		return nil, err
+	}
+	b, err := bundle.Load(o.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := bundle.ReadLock(o.Lock)
+	if err != nil {
+		return nil, err
+	}
+	if o.Locked && prev == nil {
+		return nil, fmt.Errorf("--locked: there is no lock %s: build once without --locked to make it", o.Lock)
+	}
+
+	var tc *toolchain.Result
+	var lock *bundle.Lock
+	err = step("resolve", func() error {
+		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror}
+		if b.Kubernetes.FromToolchain() {
+			r.Toolchain = func(ctx context.Context, recipesFile string) (*toolchain.Manifest, error) {
+				var err error
+				tc, err = o.Toolchain(ctx, recipesFile)
+				if err != nil {
+					return nil, err
+				}
+				return &tc.Manifest, nil
+			}
+		}
+		if !o.Locked {
+			r.Download = func(ctx context.Context, url string) (cas.Digest, int64, error) {
+				f := &fetch.Fetcher{Store: o.Store, Progress: o.Progress, Client: o.HTTPClient}
+				rs, err := f.Fetch(ctx, []fetch.Item{{URL: url}})
+				if err != nil {
+					return "", 0, err
+				}
+				return rs[0].SHA256, rs[0].Size, nil
+			}
+			r.ImageDigest = func(ctx context.Context, ref string) (cas.Digest, error) {
+				return fetch.PullImage(ctx, o.Store, ref, "", o.RemoteOptions...)
+			}
+		}
+		var err error
+		lock, err = bundle.Resolve(ctx, b, prev, r)
+		if err != nil {
+			return err
+		}
+		if len(lock.Unresolved) > 0 {
+			return fmt.Errorf("the lock leaves %d entries unresolved:\n  %s", len(lock.Unresolved), strings.Join(lock.Unresolved, "\n  "))
+		}
+		var diff []string
+		if prev != nil {
+			diff = bundle.Diff(prev, lock)
+		}
+		if o.Locked && len(diff) > 0 {
+			return fmt.Errorf("--locked: the bundle no longer matches %s:\n  %s\nbuild without --locked to update the lock", o.Lock, strings.Join(diff, "\n  "))
+		}
+		if prev == nil || len(diff) > 0 {
+			res.LockChanged = true
+			if err := bundle.WriteLock(o.Lock, lock); err != nil {
+				return err
+			}
+			log.Info("lock written", "file", o.Lock, "changes", len(diff))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Lock = lock
+
+	unlock, err := o.Store.Lock(true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	if err := step("fetch", func() error { return fetchAll(ctx, o, b, lock) }); err != nil {
+		return nil, err
+	}
+
+	// The site, validated against the bundle's OS images.
+	var st *site.Site
+	var siteFiles []string
+	siteImages := bundledImages(lock)
+	if o.Site != "" {
+		if err := step("site", func() error {
+			var err error
+			st, siteFiles, err = loadSite(o.Site, o.AgeIdentity, siteImages)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := step("completeness", func() error {
+		return checkComplete(ctx, o, b, lock, st, siteImages)
+	}); err != nil {
+		return nil, err
+	}
+
+	var osr OSResult
+	if err := step("os", func() error {
+		names := append([]string(nil), b.OS.Packages...)
+		var err error
+		osr, err = o.OS(ctx, OSRequest{Suite: lock.OS.Suite, Mirror: lock.OS.Mirror, Packages: names,
+			Level: lock.OS.CompressionLevel, Epoch: o.Epoch, CacheDir: o.Store.Root, Progress: o.Progress})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+
+	var layerDigest cas.Digest
+	if err := step("layer", func() error {
+		var err error
+		layerDigest, err = buildLayer(ctx, o, lock)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+
+	work, err := o.Store.TempDir("stick-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	tree := filepath.Join(work, "tree")
+	if err := step("payload", func() error {
+		return stageTree(ctx, o, b, lock, osr, layerDigest, tree, siteFiles, &res.Payload)
+	}); err != nil {
+		return nil, err
+	}
+
+	if err := step("iso", func() error {
+		o.Progress.Start("writing "+filepath.Base(o.Output), -1)
+		defer o.Progress.Done()
+		label := Label(b.Name)
+		boot, err := iso.StageBoot(ctx, iso.BootOptions{Tree: tree, Label: label, Epoch: o.Epoch, Title: "bootstick " + b.Name})
+		if err != nil {
+			return err
+		}
+		return iso.Write(ctx, iso.Options{Tree: tree, Output: o.Output, Label: label, Epoch: o.Epoch, Boot: &boot})
+	}); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(o.Output); err == nil {
+		res.Size = fi.Size()
+	}
+	return res, nil
+}
+
+var labelBad = regexp.MustCompile(`[^A-Z0-9_]`)
+
+// Label is the ISO volume label for a bundle name.
+func Label(name string) string {
+	l := labelBad.ReplaceAllString(strings.ToUpper(name), "_")
+	if len(l) > 32 {
+		l = l[:32]
+	}
+	if l == "" {
+		l = "BOOTSTICK"
+	}
+	return l
+}
+
+func (o *Options) defaults() error {
+	if o.Bundle == "" {
+		return errors.New("no bundle file given")
+	}
+	if o.Output == "" {
+		return errors.New("no output file given")
+	}
+	if o.Store == nil {
+		return errors.New("no cache given")
+	}
+	if o.Lock == "" {
+		o.Lock = bundle.LockPath(o.Bundle)
+	}
+	if o.Progress == nil {
+		o.Progress = progress.Nop()
+	}
+	if o.Toolchain == nil {
+		o.Toolchain = func(ctx context.Context, recipesFile string) (*toolchain.Result, error) {
+			spec, err := recipes.Load(recipesFile)
+			if err != nil {
+				return nil, err
+			}
+			o.Progress.Start("toolchain (Kubernetes, etcd, CoreDNS, pause from source)", -1)
+			defer o.Progress.Done()
+			return toolchain.Build(ctx, toolchain.Options{Spec: spec, Store: o.Store, Epoch: o.Epoch})
+		}
+	}
+	if o.OS == nil {
+		o.OS = func(ctx context.Context, req OSRequest) (OSResult, error) {
+			r, err := rootfs.Build(ctx, rootfs.Options{Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages,
+				CacheDir: req.CacheDir, Level: req.Level, Epoch: req.Epoch, Progress: req.Progress})
+			if err != nil {
+				return OSResult{}, err
+			}
+			return OSResult{Kernel: r.Kernel, Initrd: r.Initrd, Squashfs: r.Squashfs}, nil
+		}
+	}
+	if o.Debs == nil {
+		o.Debs = debs.Resolve
+	}
+	if o.FetchDebs == nil {
+		o.FetchDebs = debs.Fetch
+	}
+	if o.Mirror == nil {
+		o.Mirror = func(suite string) (string, error) { return rootfs.HostMirror("/", suite) }
+	}
+	return nil
+}
+
+// checkOutput fails early when the output's folder is missing or not
+// writable.
+func checkOutput(out string) error {
+	dir := filepath.Dir(out)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("output %s: %w (create the folder first)", out, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("output %s: %s is not a folder", out, dir)
+	}
+	f, err := os.CreateTemp(dir, ".mkusb-probe-*")
+	if err != nil {
+		return fmt.Errorf("output %s: cannot write in %s (choose a writable --output): %w", out, dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// fetchAll puts every file and image of the lock into the cache.
+func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) error {
+	var items []fetch.Item
+	var locals []bundle.LockedFile
+	for _, f := range append(append([]bundle.LockedFile(nil), l.Files...), l.Kubernetes.Binaries...) {
+		switch f.Source {
+		case bundle.SourceURL:
+			items = append(items, fetch.Item{URL: f.URL, SHA256: f.SHA256, Size: f.Size})
+		case bundle.SourceLocal:
+			locals = append(locals, f)
+		}
+	}
+	fr := &fetch.Fetcher{Store: o.Store, Progress: o.Progress, Client: o.HTTPClient}
+	if _, err := fr.Fetch(ctx, items); err != nil {
+		return err
+	}
+	for _, f := range locals {
+		if o.Store.Has(f.SHA256) {
+			continue
+		}
+		d, _, err := o.Store.PutFile(b.Path(f.Path))
+		if err != nil {
+			return err
+		}
+		if d != f.SHA256 {
+			return fmt.Errorf("%s changed since it was locked (sha256 %s, locked %s): build again without --locked to relock", f.Path, d.Hex(), f.SHA256.Hex())
+		}
+	}
+	var pkgs []debs.Package
+	for _, d := range l.Packages.Debs {
+		pkgs = append(pkgs, d.Package)
+	}
+	if len(pkgs) > 0 {
+		work, err := o.Store.TempDir("debs-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+		if err := o.FetchDebs(ctx, o.Store, pkgs, work); err != nil {
+			return err
+		}
+	}
+	for _, im := range l.Images {
+		if im.Source != bundle.SourceRegistry {
+			if !fetch.Complete(o.Store, im.Digest) {
+				return fmt.Errorf("image %s (%s) is not in the cache: run mkusb toolchain", im.Ref, im.Digest)
+			}
+			continue
+		}
+		if _, err := fetch.PullImage(ctx, o.Store, im.Ref, im.Digest, o.RemoteOptions...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bundledImages are the lock's OS images as the site sees them.
+func bundledImages(l *bundle.Lock) []site.BundledImage {
+	formats := map[string]string{".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
+	out := []site.BundledImage{}
+	for _, f := range l.Files {
+		ext := filepath.Ext(f.Name)
+		if f.Dest != "os-images" || formats[ext] == "" {
+			continue
+		}
+		out = append(out, site.BundledImage{Name: strings.TrimSuffix(f.Name, ext), File: f.Name, SHA256: f.SHA256.Hex(), Format: formats[ext]})
+	}
+	return out
+}
+
+func loadSite(path, identity string, images []site.BundledImage) (*site.Site, []string, error) {
+	opts := site.Options{BundledImages: images}
+	if identity != "" {
+		ids, err := site.LoadIdentities(identity)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Identities = ids
+	}
+	s, err := site.Load(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []string
+	for _, h := range s.Hosts {
+		if f := h.BMC.Credentials.File; f != "" {
+			files = append(files, f)
+		}
+	}
+	sort.Strings(files)
+	return s, files, nil
+}
+
+func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock, st *site.Site, siteImages []site.BundledImage) error {
+	in := completeness.Inputs{Manifests: map[string][]byte{}, KubernetesVersion: l.Kubernetes.Version, Site: st, SiteImages: siteImages}
+	for _, m := range l.Manifests {
+		data, err := os.ReadFile(b.Path(m.Path))
+		if err != nil {
+			return err
+		}
+		in.Manifests[m.Name] = data
+	}
+	have := map[string]string{}
+	for ref, im := range l.ImageRefs() {
+		have[ref] = string(im.Digest)
+		in.Registry = append(in.Registry, ref)
+	}
+	sort.Strings(in.Registry)
+	in.KubeadmImages = o.KubeadmImages
+	if in.KubeadmImages == nil {
+		bin, cleanup, err := kubeadmBinary(o.Store, l)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		in.KubeadmImages = completeness.Kubeadm(bin)
+	}
+	uses, err := completeness.Collect(ctx, in)
+	if err != nil {
+		return err
+	}
+	return completeness.Check(uses, have)
+}
+
+// kubeadmBinary is an executable copy of the release's kubeadm.
+func kubeadmBinary(store *cas.Store, l *bundle.Lock) (string, func(), error) {
+	for _, f := range l.Kubernetes.Binaries {
+		if f.Name != "kubeadm" {
+			continue
+		}
+		dir, err := store.TempDir("kubeadm-")
+		if err != nil {
+			return "", nil, err
+		}
+		p := filepath.Join(dir, "kubeadm")
+		if err := store.Link(f.SHA256, p); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 == 0 {
+			// A downloaded blob is read-only and not executable: copy it.
+			os.Remove(p)
+			data, err := os.ReadFile(store.BlobPath(f.SHA256))
+			if err == nil {
+				err = os.WriteFile(p, data, 0o755)
+			}
+			if err != nil {
+				os.RemoveAll(dir)
+				return "", nil, err
+			}
+		}
+		return p, func() { os.RemoveAll(dir) }, nil
+	}
+	return "", nil, errors.New("the Kubernetes release has no kubeadm binary: the completeness check needs it")
+}
+
+// layerRecord is the action record of the appliance layer.
+type layerRecord struct {
+	Layer cas.Digest `json:"layer"`
+}
+
+func (r *layerRecord) Blobs() []cas.Digest { return []cas.Digest{r.Layer} }
+
+// layerBinaries are the release's binaries the appliance itself runs.
+var layerBinaries = []string{"kubeadm", "kubelet", "kubectl"}
+
+// buildLayer makes the appliance's squashfs (the overlay folder, firstboot
+// and the Kubernetes binaries), cached by the hash of its inputs.
+func buildLayer(ctx context.Context, o Options, l *bundle.Lock) (cas.Digest, error) {
+	files := map[string]string{}
+	inputs := map[string]any{"action": "layer/v1", "epoch": o.Epoch.Unix(), "level": l.OS.CompressionLevel}
+	if o.Firstboot != "" {
+		d, _, err := bundle.HashFile(o.Firstboot)
+		if err != nil {
+			return "", fmt.Errorf("the firstboot binary: %w (build it: make bin/firstboot)", err)
+		}
+		inputs["firstboot"] = d
+		files["/usr/local/bin/firstboot"] = o.Firstboot
+	}
+	for _, name := range layerBinaries {
+		for _, f := range l.Kubernetes.Binaries {
+			if f.Name == name {
+				inputs["bin:"+name] = f.SHA256
+				files["/usr/local/bin/"+name] = o.Store.BlobPath(f.SHA256)
+			}
+		}
+	}
+	if o.Overlay != "" {
+		h, err := hashTree(o.Overlay)
+		if err != nil {
+			return "", err
+		}
+		inputs["overlay"] = h
+	}
+	key, err := cas.Key(inputs)
+	if err != nil {
+		return "", err
+	}
+	rec := &layerRecord{}
+	if ok, err := o.Store.GetAction(key, rec); err != nil {
+		return "", err
+	} else if ok {
+		return rec.Layer, nil
+	}
+	work, err := o.Store.TempDir("layer-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	root := filepath.Join(work, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return "", err
+	}
+	if err := rootfs.StageLayer(root, o.Overlay, files); err != nil {
+		return "", err
+	}
+	// Blobs are read-only in the cache; the binaries must be executable.
+	for p := range files {
+		if err := os.Chmod(filepath.Join(root, p), 0o755); err != nil {
+			return "", err
+		}
+	}
+	out := filepath.Join(work, rootfs.LayerImage)
+	if err := rootfs.Squash(ctx, root, out, rootfs.SquashOptions{Level: l.OS.CompressionLevel, Epoch: o.Epoch, AllRoot: true}); err != nil {
+		return "", err
+	}
+	d, _, err := o.Store.PutFile(out)
+	if err != nil {
+		return "", err
+	}
+	rec.Layer = d
+	return d, o.Store.PutAction(key, rec)
+}
+
+// hashTree hashes a folder's names, modes, link targets and contents.
+func hashTree(dir string) (string, error) {
+	entries := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + t
+		case d.Type().IsRegular():
+			h, _, err := bundle.HashFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(h)
+		}
+		entries[rel] = v
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", dir, err)
+	}
+	return cas.Key(entries)
+}
+
+// stageTree lays out the ISO's tree: /live and /bundle.
+func stageTree(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock, osr OSResult, layer cas.Digest, tree string, siteFiles []string, st *payload.Stats) error {
+	live := filepath.Join(tree, "live")
+	if err := os.MkdirAll(live, 0o755); err != nil {
+		return err
+	}
+	info := BuildInfo{SourceDateEpoch: o.Epoch.Unix(), Live: map[string]cas.Digest{}}
+	for _, f := range []struct{ src, name string }{
+		{osr.Kernel, rootfs.KernelFile}, {osr.Initrd, rootfs.InitrdFile}, {osr.Squashfs, rootfs.BaseImage},
+	} {
+		dst := filepath.Join(live, f.name)
+		if err := linkOrCopy(f.src, dst); err != nil {
+			return fmt.Errorf("staging live/%s: %w", f.name, err)
+		}
+		d, _, err := bundle.HashFile(dst)
+		if err != nil {
+			return err
+		}
+		info.Live["live/"+f.name] = d
+	}
+	if err := o.Store.Verify(layer); err != nil {
+		return err
+	}
+	if err := o.Store.Link(layer, filepath.Join(live, rootfs.LayerImage)); err != nil {
+		return err
+	}
+	info.Live["live/"+rootfs.LayerImage] = layer
+	stats, err := payload.Stage(ctx, payload.Options{Store: o.Store, Lock: l, Bundle: b, Site: o.Site, SiteFiles: siteFiles,
+		Dir: filepath.Join(tree, "bundle")})
+	if err != nil {
+		return err
+	}
+	*st = stats
+	if o.Site != "" {
+		d, _, err := bundle.HashFile(o.Site)
+		if err != nil {
+			return err
+		}
+		info.Site = d
+	}
+	data, _ := json.MarshalIndent(info, "", "  ")
+	return os.WriteFile(filepath.Join(tree, "bundle", "build.json"), append(data, '\n'), 0o644)
+}
+
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
