@@ -698,4 +698,3 @@ func linkOrCopy(src, dst string) error {
 	}
 	return out.Close()
 }
-
