@@ -267,7 +267,7 @@ func (s *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, r.URL.Path, time.Unix(0, 0), bytes.NewReader(data))
 }
 
-func serve(t *testing.T, files map[string][]byte) (*fileServer, string) {
+func serve(t testing.TB, files map[string][]byte) (*fileServer, string) {
 	s := &fileServer{files: files, gets: map[string]int{}, ranges: map[string]int{}, cut: map[string]bool{}}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
