@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -144,6 +145,9 @@ type Resolver struct {
 	Toolchain func(ctx context.Context, recipes string) (*toolchain.Manifest, error)
 	// Debs resolves Debian package names to versions and sha256.
 	Debs func(ctx context.Context, names []string) ([]debs.Package, error)
+	// OSPackages are installed in every OS besides the bundle's own
+	// (rootfs.DefaultPackages); the lock pins their versions too.
+	OSPackages []string
 	// Mirror is the OS mirror when the bundle gives none (the host's).
 	Mirror func(suite string) (string, error)
 	// Download fetches a URL with no pinned sha256 and returns its digest
@@ -173,7 +177,13 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		l.OS.Mirror = m
 	}
 	if r.Debs != nil {
-		pkgs, err := resolveDebs(ctx, r, b.OS.Packages, prev.OS.Packages)
+		names := append([]string(nil), r.OSPackages...)
+		for _, n := range b.OS.Packages {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		pkgs, err := resolveDebs(ctx, r, names, prev.OS.Packages)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: os.packages: %w", b.File, err)
 		}

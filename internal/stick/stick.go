@@ -149,7 +149,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var tc *toolchain.Result
 	var lock *bundle.Lock
 	err = step("resolve", func() error {
-		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror}
+		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror, OSPackages: rootfs.DefaultPackages}
 		if b.Kubernetes.FromToolchain() {
 			r.Toolchain = func(ctx context.Context, recipesFile string) (*toolchain.Manifest, error) {
 				var err error
@@ -235,6 +235,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var osr OSResult
 	if err := step("os", func() error {
 		names := append([]string(nil), b.OS.Packages...)
+		warnMoved(ctx, o, lock)
 		var err error
 		osr, err = o.OS(ctx, OSRequest{Suite: lock.OS.Suite, Mirror: lock.OS.Mirror, Packages: names,
 			Level: lock.OS.CompressionLevel, Epoch: o.Epoch, CacheDir: o.Store.Root, Progress: o.Progress})
@@ -280,6 +281,29 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		res.Size = fi.Size()
 	}
 	return res, nil
+}
+
+// warnMoved warns when the mirror now offers other versions of the OS
+// packages than the lock pins: mmdebstrap installs what the mirror offers,
+// so an OS built now (rather than taken from the cache) differs.
+func warnMoved(ctx context.Context, o Options, l *bundle.Lock) {
+	var names []string
+	for _, p := range l.OS.Packages {
+		names = append(names, p.Name)
+	}
+	now, err := o.Debs(ctx, names)
+	if err != nil {
+		return
+	}
+	locked := map[string]string{}
+	for _, p := range l.OS.Packages {
+		locked[p.Name] = p.Version
+	}
+	for _, p := range now {
+		if v := locked[p.Name]; v != p.Version {
+			slog.Warn("the mirror moved: a newly built OS gets another version than the lock pins", "package", p.Name, "locked", v, "mirror", p.Version)
+		}
+	}
 }
 
 var labelBad = regexp.MustCompile(`[^A-Z0-9_]`)

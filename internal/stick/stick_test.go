@@ -75,7 +75,11 @@ func (e *env) options(out string) Options {
 				Squashfs: filepath.Join(e.osDir, "filesystem.squashfs")}, nil
 		},
 		Debs: func(ctx context.Context, names []string) ([]debs.Package, error) {
-			return nil, fmt.Errorf("no Debian packages in this test, asked for %v", names)
+			var out []debs.Package
+			for _, n := range names {
+				out = append(out, debs.Package{Name: n, Version: "1.0-1", Arch: "amd64", SHA256: bundle.HashBytes([]byte(n))})
+			}
+			return out, nil
 		},
 		FetchDebs: func(ctx context.Context, s *cas.Store, p []debs.Package, w string) error { return nil },
 		Mirror:    func(string) (string, error) { return "http://deb.test/debian", nil },
