@@ -145,10 +145,10 @@ const sector = 2048
 func volumeLabel(f io.ReaderAt) (string, error) {
 	pvd := make([]byte, sector)
 	if _, err := f.ReadAt(pvd, 16*sector); err != nil {
-		return "", fmt.Errorf("no ISO 9660 volume descriptor: %w", err)
+		return "", fmt.Errorf("not an ISO 9660 image (too short for a volume descriptor): %w", err)
 	}
 	if pvd[0] != 1 || string(pvd[1:6]) != "CD001" {
-		return "", errors.New("no ISO 9660 primary volume descriptor at sector 16")
+		return "", errors.New("not an ISO 9660 image (no primary volume descriptor at sector 16)")
 	}
 	return strings.TrimRight(string(pvd[40:72]), " \x00"), nil
 }
