@@ -280,3 +280,20 @@ func TestLockPath(t *testing.T) {
 		t.Error(Dests)
 	}
 }
+
+func TestPayloadPathClash(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "m"), 0o755)
+	write(t, dir, "m/a.yaml", "a: 1\n")
+	write(t, dir, "recipes.yaml", "x")
+	write(t, dir, "kubeadm", "not kubeadm")
+	bf := write(t, dir, "b.yaml", head+"kubernetes: {version: v1.34.4, recipes: recipes.yaml}\nmanifests: {dir: m}\npackages: {binaries: [kubeadm]}\nfiles: [{path: kubeadm, dest: packages}]\n")
+	b, err := Load(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Resolve(context.Background(), b, nil, fakeResolver())
+	if err == nil || !strings.Contains(err.Error(), "/bundle/packages/kubeadm") {
+		t.Fatalf("got %v", err)
+	}
+}

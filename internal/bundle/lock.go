@@ -302,6 +302,20 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		l.Files = append(l.Files, lf)
 	}
 	sortFiles(l.Files)
+	seen := map[string]bool{}
+	for _, group := range [][]LockedFile{l.Manifests, l.Files, l.Packages.Binaries} {
+		for _, f := range group {
+			if seen[f.PayloadPath()] {
+				return nil, fmt.Errorf("bundle %s: two files would be /bundle/%s: rename one (name:)", b.File, f.PayloadPath())
+			}
+			seen[f.PayloadPath()] = true
+		}
+	}
+	for _, d := range l.Packages.Debs {
+		if seen["packages/"+d.File] {
+			return nil, fmt.Errorf("bundle %s: two files would be /bundle/packages/%s: rename one (name:)", b.File, d.File)
+		}
+	}
 	return l, nil
 }
 
