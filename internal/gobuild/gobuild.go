@@ -178,7 +178,7 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 	if err != nil {
 		return nil, fail("", err)
 	}
-	up, err := modfile.ParseLax(upstreamMod, upstream, nil)
+	up, err := modfile.Parse(upstreamMod, upstream, nil)
 	if err != nil {
 		return nil, fail("", fmt.Errorf("parsing its go.mod: %w", err))
 	}
