@@ -119,9 +119,20 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	log := slog.Default()
 	res := &Result{Output: o.Output, LockFile: o.Lock}
+	spinners := map[string]string{
+		"completeness": "checking that the registry holds every image",
+		"layer":        "building the appliance layer",
+		"payload":      "staging /bundle (re-hashing what comes from the cache)",
+	}
 	step := func(name string, f func() error) error {
 		start := time.Now()
+		if label := spinners[name]; label != "" {
+			o.Progress.Start(label, -1)
+		}
 		err := f()
+		if spinners[name] != "" {
+			o.Progress.Done()
+		}
 		res.Steps = append(res.Steps, Step{name, time.Since(start)})
 		if err == nil {
 			log.Info("step done", "step", name, "took", time.Since(start).Round(10*time.Millisecond))
