@@ -85,7 +85,7 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 	}
 
 	dir := workDir
-	pkgs := r.Packages
+	pkgs := r.Paths()
 	if r.Local != "" {
 		dir = filepath.Join(opts.RepoDir, r.Local)
 	} else {
@@ -113,9 +113,18 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 	if out, err := run(ctx, goCmd, dir, args...); err != nil {
 		return fail("building", out, err)
 	}
-	for _, b := range r.BinaryNames() {
-		if fi, err := os.Stat(filepath.Join(abs, b)); err != nil || !fi.Mode().IsRegular() {
-			return fail("building", "", fmt.Errorf("go build wrote no binary %q", b))
+	// Each binary gets its recipe name; no two packages of a recipe share a
+	// go build name (the spec checks), so renames cannot collide.
+	names := r.BinaryNames()
+	for i, p := range r.Packages {
+		built := filepath.Join(abs, r.GoBuildName(p))
+		if fi, err := os.Stat(built); err != nil || !fi.Mode().IsRegular() {
+			return fail("building", "", fmt.Errorf("go build wrote no binary for %s: is it a main package?", p.Path))
+		}
+		if names[i] != r.GoBuildName(p) {
+			if err := os.Rename(built, filepath.Join(abs, names[i])); err != nil {
+				return fail("building", "", err)
+			}
 		}
 	}
 	return nil

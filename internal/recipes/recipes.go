@@ -13,6 +13,7 @@ import (
 	"text/template"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -53,8 +54,32 @@ type GoRecipe struct {
 	Replace map[string]string `yaml:"replace,omitempty"`
 	// Ldflags are text/template strings with .Version, .Major, .Minor and
 	// .BuildDate.
-	Ldflags  []string `yaml:"ldflags,omitempty"`
-	Packages []string `yaml:"packages"`
+	Ldflags  []string  `yaml:"ldflags,omitempty"`
+	Packages []Package `yaml:"packages"`
+}
+
+// Package is a main package to build. In YAML it is either its import path,
+// or {package: PATH, name: BINARY} to name the binary something other than
+// `go build` would (go.etcd.io/etcd/server/v3 builds "server").
+type Package struct {
+	Path string `yaml:"package" json:"package"`
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+}
+
+// UnmarshalYAML accepts a plain import path or a mapping.
+func (p *Package) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		p.Path = n.Value
+		return nil
+	}
+	type plain Package
+	var v plain
+	dec := n.Decode
+	if err := dec(&v); err != nil {
+		return err
+	}
+	*p = Package(v)
+	return nil
 }
 
 // Image is an OCI image made of the shared base layer, the named
@@ -78,15 +103,33 @@ func (r *GoRecipe) ModVersion() string {
 }
 
 // BinaryNames is the name of the binary each package builds to, in order:
-// the last element of its import path, skipping a /vN suffix, as `go build`
-// names them.
+// its Name when given, else the name `go build` gives it.
 func (r *GoRecipe) BinaryNames() []string {
 	out := make([]string, len(r.Packages))
 	for i, p := range r.Packages {
-		if p == "." && r.Local != "" {
-			p = r.Local
+		out[i] = p.Name
+		if out[i] == "" {
+			out[i] = r.GoBuildName(p)
 		}
-		out[i] = binaryName(p)
+	}
+	return out
+}
+
+// GoBuildName is the name `go build -o DIR/` gives a package's binary: the
+// last element of its import path, skipping a /vN suffix.
+func (r *GoRecipe) GoBuildName(p Package) string {
+	path := p.Path
+	if path == "." && r.Local != "" {
+		path = r.Local
+	}
+	return binaryName(path)
+}
+
+// Paths are the packages' import paths.
+func (r *GoRecipe) Paths() []string {
+	out := make([]string, len(r.Packages))
+	for i, p := range r.Packages {
+		out[i] = p.Path
 	}
 	return out
 }
@@ -193,9 +236,21 @@ func (r *Spec) Validate() field.ErrorList {
 		if len(g.Packages) == 0 {
 			errs = append(errs, field.Required(p.Child("packages"), "name at least one main package"))
 		}
+		goNames := map[string]bool{}
+		for j, pkg := range g.Packages {
+			if pkg.Path == "" {
+				errs = append(errs, field.Required(p.Child("packages").Index(j).Child("package"), "the main package's import path"))
+			}
+			// go build writes every binary of a recipe into one folder.
+			if n := g.GoBuildName(pkg); goNames[n] {
+				errs = append(errs, field.Duplicate(p.Child("packages").Index(j), fmt.Sprintf("%s (go build names it %q, as another package of this recipe)", pkg.Path, n)))
+			} else {
+				goNames[n] = true
+			}
+		}
 		for j, b := range g.BinaryNames() {
 			if other, dup := bins[b]; dup {
-				errs = append(errs, field.Duplicate(p.Child("packages").Index(j), fmt.Sprintf("%s (binary %q, also built by recipe %s)", g.Packages[j], b, other)))
+				errs = append(errs, field.Duplicate(p.Child("packages").Index(j), fmt.Sprintf("%s (binary %q, also built by recipe %s)", g.Packages[j].Path, b, other)))
 			}
 			bins[b] = g.Name
 		}

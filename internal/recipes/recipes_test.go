@@ -31,12 +31,12 @@ func TestDefaultRecipesLoad(t *testing.T) {
 }
 
 func TestBinaryNames(t *testing.T) {
-	r := GoRecipe{Packages: []string{"go.etcd.io/etcd/v3", "go.etcd.io/etcd/etcdctl/v3", "k8s.io/kubernetes/cmd/kubeadm", "github.com/coredns/coredns"}}
+	r := GoRecipe{Packages: []Package{{Path: "go.etcd.io/etcd/v3"}, {Path: "go.etcd.io/etcd/server/v3", Name: "etcd-server"}, {Path: "go.etcd.io/etcd/etcdctl/v3"}, {Path: "k8s.io/kubernetes/cmd/kubeadm"}, {Path: "github.com/coredns/coredns"}}}
 	got := strings.Join(r.BinaryNames(), " ")
-	if want := "etcd etcdctl kubeadm coredns"; got != want {
+	if want := "etcd etcd-server etcdctl kubeadm coredns"; got != want {
 		t.Fatalf("BinaryNames = %q, want %q", got, want)
 	}
-	local := GoRecipe{Local: "./pause", Packages: []string{"."}}
+	local := GoRecipe{Local: "./pause", Packages: []Package{{Path: "."}}}
 	if got := local.BinaryNames()[0]; got != "pause" {
 		t.Fatalf("local binary name = %q, want pause", got)
 	}
@@ -71,6 +71,8 @@ func TestBadRecipes(t *testing.T) {
 		{"missing local", "local: ./pause", "local: ./nowhere", `binaries[1].local: Not found: "./nowhere"`},
 		{"duplicate name", "- name: pause", "- name: kubernetes", `binaries[1].name: Duplicate value: "kubernetes"`},
 		{"duplicate binary", "packages: [.]", "packages: [.]\n- name: other\n  local: ./pause\n  version: \"1\"\n  packages: [.]", `binaries[2].packages[0]: Duplicate value: ". (binary \"pause\", also built by recipe pause)"`},
+		{"same go build name", "packages: [k8s.io/kubernetes/cmd/kubeadm]", "packages: [k8s.io/kubernetes/cmd/kubeadm, {package: example.test/kubeadm, name: other}]", `binaries[0].packages[1]: Duplicate value: "example.test/kubeadm (go build names it \"kubeadm\", as another package of this recipe)"`},
+		{"package without path", "packages: [k8s.io/kubernetes/cmd/kubeadm]", "packages: [{name: x}]", "binaries[0].packages[0].package: Required value"},
 		{"no packages", "  packages: [k8s.io/kubernetes/cmd/kubeadm]\n", "", "binaries[0].packages: Required value"},
 		{"bad ldflags", "  replaceStaging: true\n", "  replaceStaging: true\n  ldflags: [\"-X a={{.Version\"]\n", "binaries[0].ldflags[0]: Invalid value"},
 		{"ref without tag", "ref: registry.k8s.io/pause:3.10.1", "ref: registry.k8s.io/pause", "images[0].ref: Invalid value"},
