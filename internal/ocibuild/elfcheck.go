@@ -39,8 +39,9 @@ func (e *MissingLibsError) Error() string {
 }
 
 // CheckSharedLibs checks that every ELF file under root finds its program
-// interpreter and every library it needs (DT_NEEDED) inside root, with
-// symlinks resolved inside root. Static files need nothing.
+// interpreter and every library it needs (DT_NEEDED) inside root, in its
+// RUNPATH or the system folders, with symlinks resolved inside root. Static
+// files need nothing.
 func CheckSharedLibs(root string) error {
 	missing := map[string][]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -70,8 +71,20 @@ func CheckSharedLibs(root string) error {
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 			return fmt.Errorf("reading %s: %w", rel, err)
 		}
+		// RUNPATH (or the older RPATH) folders come first; $ORIGIN is the
+		// file's own folder.
+		var search []string
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			paths, _ := f.DynString(tag)
+			for _, p := range paths {
+				for _, d := range strings.Split(p, ":") {
+					d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", "$ORIGIN"), "$ORIGIN", path.Dir(rel))
+					search = append(search, d)
+				}
+			}
+		}
 		for _, lib := range libs {
-			if !findLib(root, lib) {
+			if !findLib(root, lib, search) {
 				needs = append(needs, lib)
 			}
 		}
@@ -89,11 +102,11 @@ func CheckSharedLibs(root string) error {
 	return nil
 }
 
-func findLib(root, lib string) bool {
+func findLib(root, lib string, runpath []string) bool {
 	if strings.Contains(lib, "/") {
 		return existsIn(root, lib)
 	}
-	for _, d := range libDirs {
+	for _, d := range append(runpath, libDirs...) {
 		if existsIn(root, path.Join(d, lib)) {
 			return true
 		}

@@ -101,3 +101,31 @@ func copyHostLib(t *testing.T, root, lib string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckSharedLibsRunpath uses glibc's gconv modules, which find their
+// helper libraries through RUNPATH $ORIGIN.
+func TestCheckSharedLibsRunpath(t *testing.T) {
+	const gconv = "/usr/lib/x86_64-linux-gnu/gconv"
+	root := t.TempDir()
+	dst := filepath.Join(root, gconv)
+	os.MkdirAll(dst, 0o755)
+	copyFile := func(name string) {
+		b, err := os.ReadFile(filepath.Join(gconv, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, name), b, 0o644)
+	}
+	copyFile("EUC-CN.so")
+	for _, lib := range []string{"/lib64/ld-linux-x86-64.so.2", "libc.so.6"} {
+		copyHostLib(t, root, lib)
+	}
+	var ml *MissingLibsError
+	if err := CheckSharedLibs(root); !errors.As(err, &ml) || ml.Missing[gconv+"/EUC-CN.so"][0] != "libGB.so" {
+		t.Fatalf("without libGB.so beside it: %v", err)
+	}
+	copyFile("libGB.so")
+	if err := CheckSharedLibs(root); err != nil {
+		t.Fatalf("with libGB.so beside it ($ORIGIN): %v", err)
+	}
+}
