@@ -1,0 +1,232 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/kubetest"
+	"github.com/bootstick/bootstick/manifests"
+)
+
+var (
+	secretsRes = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	provRes    = bpa.GroupVersion.WithResource("provisionings")
+)
+
+// versions returns kind/name -> resourceVersion of every site object.
+func versions(t testing.TB, cfg *rest.Config) map[string]string {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for kind, res := range map[string]schema.GroupVersionResource{"Secret": secretsRes, "BareMetalHost": bmhResource, "Provisioning": provRes} {
+		list, err := dyn.Resource(res).Namespace(Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range list.Items {
+			out[kind+"/"+it.GetName()] = it.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+func changed(a, b map[string]string) []string {
+	var out []string
+	for k, v := range b {
+		if a[k] != v {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k+" (gone)")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func startCluster(t testing.TB) *kubetest.Env {
+	t.Helper()
+	env := kubetest.Start(t)
+	if err := ApplyFS(context.Background(), env.Config, manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestApplyTenHosts applies a 10-host site to a real kube-apiserver with
+// the CRDs installed, re-applies it (nothing changes) and edits one host
+// (only its objects change).
+func TestApplyTenHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
+	}
+	env := startCluster(t)
+	ctx := context.Background()
+	data := siteYAML("ten", "t", 10, 7)
+	objs := renderSite(t, data)
+	if err := Apply(ctx, env.Config, objs); err != nil {
+		t.Fatal(err)
+	}
+
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmhs, err := dyn.Resource(bmhResource).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bmhs.Items) != 10 {
+		t.Fatalf("%d BareMetalHosts, want 10", len(bmhs.Items))
+	}
+	macs := map[string]string{}
+	for _, it := range bmhs.Items {
+		var h metal3.BareMetalHost
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object, &h); err != nil {
+			t.Fatal(err)
+		}
+		macs[h.Name] = h.Spec.BootMACAddress
+		if h.Spec.BMC.CredentialsName != BMCSecretName(h.Name) {
+			t.Errorf("%s: credentialsName %q", h.Name, h.Spec.BMC.CredentialsName)
+		}
+	}
+	secrets, err := dyn.Resource(secretsRes).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmcSecrets := 0
+	for _, s := range secrets.Items {
+		if strings.HasSuffix(s.GetName(), "-bmc-secret") {
+			bmcSecrets++
+			pw, _, _ := unstructuredString(s.Object, "data", "password")
+			if pw == "" {
+				t.Errorf("%s has no password", s.GetName())
+			}
+		}
+	}
+	if bmcSecrets != 10 {
+		t.Fatalf("%d BMC Secrets, want 10", bmcSecrets)
+	}
+	provs, err := dyn.Resource(provRes).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(provs.Items) != 1 {
+		t.Fatalf("%d Provisionings, want 1", len(provs.Items))
+	}
+	var prov bpa.Provisioning
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(provs.Items[0].Object, &prov); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range prov.Spec.Masters {
+		for name, v := range m {
+			got[name] = v.MACaddress
+		}
+	}
+	for _, w := range prov.Spec.Workers {
+		for name, v := range w {
+			got[name] = v.MACaddress
+		}
+	}
+	if len(prov.Spec.Masters) != 3 || len(prov.Spec.Workers) != 7 {
+		t.Errorf("%d masters and %d workers, want 3 and 7", len(prov.Spec.Masters), len(prov.Spec.Workers))
+	}
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("t-host-%02d", i)
+		want := fmt.Sprintf("52:54:00:07:00:%02x", i)
+		if macs[name] != want || got[name] != want {
+			t.Errorf("%s: BMH MAC %q, Provisioning MAC %q, want %q", name, macs[name], got[name], want)
+		}
+	}
+
+	states, err := HostStates(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 10 || states[0].Name != "t-host-00" || states[0].Role != "master" || states[0].BootMACAddress != "52:54:00:07:00:00" {
+		t.Fatalf("HostStates = %+v", states)
+	}
+
+	before := versions(t, env.Config)
+	if err := Apply(ctx, env.Config, renderSite(t, data)); err != nil {
+		t.Fatal(err)
+	}
+	if c := changed(before, versions(t, env.Config)); len(c) != 0 {
+		t.Fatalf("re-applying the same site changed %v", c)
+	}
+
+	edited := strings.Replace(data, "52:54:00:07:00:03", "52:54:00:07:00:f3", 1)
+	edited = strings.Replace(edited, "redfish://10.10.0.4/redfish/v1/Systems/1", "redfish://10.10.9.4/redfish/v1/Systems/1", 1)
+	if edited == data {
+		t.Fatal("edit did nothing")
+	}
+	if err := Apply(ctx, env.Config, renderSite(t, edited)); err != nil {
+		t.Fatal(err)
+	}
+	c := changed(before, versions(t, env.Config))
+	if want := []string{"BareMetalHost/t-host-03", "Provisioning/ten"}; strings.Join(c, " ") != strings.Join(want, " ") {
+		t.Fatalf("editing host 3 changed %v, want %v", c, want)
+	}
+}
+
+func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
+	cur := any(obj)
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+// BenchmarkValidateRenderApply100 loads, validates, renders and applies a
+// new 100-host site each iteration (400 objects created); "reapply" applies
+// an unchanged one (no writes).
+func BenchmarkValidateRenderApply100(b *testing.B) {
+	env := startCluster(b)
+	ctx := context.Background()
+	key := testKey(b)
+	b.Run("create", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			data := siteYAML(fmt.Sprintf("c%d", i), fmt.Sprintf("c%d", i), 100, i)
+			objs := renderSite(b, data)
+			_ = key
+			if err := Apply(ctx, env.Config, objs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reapply", func(b *testing.B) {
+		data := siteYAML("re", "re", 100, 200)
+		if err := Apply(ctx, env.Config, renderSite(b, data)); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if err := Apply(ctx, env.Config, renderSite(b, data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
