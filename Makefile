@@ -5,8 +5,8 @@
 CACHE ?= /var/cache/bootstick
 OUT   ?= out
 
-# The same flags for the toolchain's builds and for the tests, so that one
-# fills the Go build cache for the other (k8s.io/* packages are shared).
+# The toolchain builds with these flags too (internal/gobuild), so a rebuilt
+# binary, a test and `go build` of the mains all hit one Go build cache.
 export CGO_ENABLED := 0
 export GOFLAGS     := -trimpath -buildvcs=false
 export BOOTSTICK_CACHE := $(abspath $(CACHE))
