@@ -73,7 +73,7 @@ func printBuild(r *stick.Result, took time.Duration) {
 	if p.ImageBytes > 0 {
 		share = float64(p.RegistryBytes) / float64(p.ImageBytes)
 	}
-	fmt.Printf("registry  %d images, %d blobs, %.1f MB (%.2f of the images' %.1f MB: shared blobs stored once)\n",
+	fmt.Printf("registry  %d images, %d blobs, %.1f MB (%.4f of the images' %.1f MB: shared blobs stored once)\n",
 		p.Images, p.Blobs, float64(p.RegistryBytes)/1e6, share, float64(p.ImageBytes)/1e6)
 	fmt.Printf("payload   %d files, %.1f MB\n", p.Files, float64(p.Bytes)/1e6)
 	for _, s := range r.Steps {
