@@ -16,7 +16,7 @@ GOTEST    := $(GO) test -count=1
 MKUSB     := bin/mkusb
 FIRSTBOOT := bin/firstboot
 
-.PHONY: all build toolchain iso test test-short bench e2e vet fmt clean FORCE
+.PHONY: all build toolchain iso test test-short bench e2e manifests vet fmt clean FORCE
 
 all: build
 
@@ -47,6 +47,11 @@ bench: toolchain
 
 e2e: iso
 	$(GOTEST) -tags e2e -timeout 120m ./qemu-test/...
+
+# Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the
+# pinned controller-gen; a test fails when they are stale.
+manifests:
+	bash manifests/generate.sh
 
 vet:
 	$(GO) vet ./...
