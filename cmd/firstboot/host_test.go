@@ -67,6 +67,16 @@ func TestHostMode(t *testing.T) {
 		t.Skip("brings up a real node on this host with kubeadm (root, make toolchain, Debian containerd)")
 	}
 	tc := toolchainDir(t)
+	// One host-mode node per machine: a second run of this test (another
+	// `go test` on the same host) waits here instead of colliding.
+	lockf, err := os.OpenFile("/run/bootstick-hostmode-test.lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lockf.Close() }) // after the reset below: cleanups run last-in first-out
+	if err := syscall.Flock(int(lockf.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(t.TempDir(), "firstboot")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building firstboot: %v\n%s", err, out)

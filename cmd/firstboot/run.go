@@ -700,6 +700,14 @@ func (e *env) waitReady(ctx context.Context, pc *pipeline.Context) error {
 	if _, err := e.kubectl(ctx, "wait", "--for=condition=Ready", "nodes", "--all", t); err != nil {
 		return err
 	}
+	// The addons' pods may not exist yet: wait for their rollouts first,
+	// then for every kube-system pod.
+	if _, err := e.kubectl(ctx, "rollout", "status", "-n", "kube-system", "daemonset/kube-proxy", t); err != nil {
+		return err
+	}
+	if _, err := e.kubectl(ctx, "rollout", "status", "-n", "kube-system", "deployment/coredns", t); err != nil {
+		return err
+	}
 	_, err := e.kubectl(ctx, "wait", "--for=condition=Ready", "pods", "--all", "-n", "kube-system", t)
 	return err
 }
