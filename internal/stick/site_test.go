@@ -1,0 +1,80 @@
+package stick
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootstick/bootstick/internal/bundle"
+)
+
+// With --site the site is validated against the bundle (its bundled OS
+// image must be in the bundle) and embedded with its credentials files.
+func TestSiteEmbedded(t *testing.T) {
+	e := newEnv(t, "")
+	os.WriteFile(filepath.Join(e.dir, "ubuntu-22.04.raw"), []byte("raw disk"), 0o644)
+	o := e.options("nosite.iso")
+	o.Site = "../render/testdata/site3.yaml"
+	_, err := Build(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "site3.yaml") || !strings.Contains(err.Error(), "ubuntu-22.04") {
+		t.Fatalf("a site naming an image the bundle lacks: %v", err)
+	}
+	noISO(t, e.out)
+
+	e.bundle, _ = writeBundle(e, "files: [{path: ubuntu-22.04.raw}]\n")
+	o = e.options("site.iso")
+	o.Site = "../render/testdata/site3.yaml"
+	r, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Inspect(r.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Site || rep.Build.Site == "" {
+		t.Errorf("site not recorded: %+v", rep)
+	}
+	want, _ := os.ReadFile("../render/testdata/creds/worker-1.yaml")
+	if got := mustRead(t, r.Output, "bundle/site/creds/worker-1.yaml"); string(got) != string(want) {
+		t.Errorf("credentials file not embedded")
+	}
+	if got := mustRead(t, r.Output, "bundle/os-images/ubuntu-22.04.raw.sha256"); !strings.HasPrefix(string(got), bundle.HashBytes([]byte("raw disk")).Hex()+"  ubuntu-22.04.raw") {
+		t.Errorf("sha256 file %q", got)
+	}
+}
+
+func writeBundle(e *env, extra string) (string, error) {
+	p := filepath.Join(e.dir, "bundle.yaml")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, append(data, []byte(extra)...), 0o644)
+}
+
+// A URL with no sha256 is pinned by the first build (downloaded once);
+// a locked build then needs no network for it.
+func TestTrustOnFirstUseThenLocked(t *testing.T) {
+	data := []byte("unpinned file\n")
+	srv, url := serve(t, map[string][]byte{"/extra.bin": data})
+	e := newEnv(t, fmt.Sprintf("files: [{url: %q, dest: files}]\n", url+"/extra.bin"))
+	r, err := Build(context.Background(), e.options("a.iso"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Lock.Files[0].SHA256 != bundle.HashBytes(data) || srv.gets["/extra.bin"] != 1 {
+		t.Fatalf("lock %+v gets %v", r.Lock.Files, srv.gets)
+	}
+	o := e.options("b.iso")
+	o.Locked = true
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if srv.gets["/extra.bin"] != 1 {
+		t.Errorf("the locked build downloaded again: %v", srv.gets)
+	}
+}
