@@ -218,6 +218,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	// Work folders of a build that was killed (ours are removed on return).
+	if err := o.Store.Clean(); err != nil {
+		return nil, err
+	}
 
 	if err := step("fetch", func() error { return fetchAll(ctx, o, b, lock) }); err != nil {
 		return nil, err
