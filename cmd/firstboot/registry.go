@@ -14,8 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cli"
-	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/status"
 )
@@ -107,5 +107,5 @@ func recordCorruption(path string, c registry.Corruption) error {
 	if err != nil {
 		return err
 	}
-	return pipeline.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
 	"github.com/bootstick/bootstick/internal/kubeadm"
@@ -493,7 +494,7 @@ func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
 	if err := os.MkdirAll(filepath.Dir(e.paths.kubeadmConfig()), 0o755); err != nil {
 		return err
 	}
-	if err := pipeline.WriteFileAtomic(e.paths.kubeadmConfig(), data, 0o600); err != nil {
+	if err := atomicfile.Write(e.paths.kubeadmConfig(), data, 0o600); err != nil {
 		return err
 	}
 	bin, err := e.findBin("kubeadm")
@@ -657,7 +658,7 @@ func (e *env) cni(ctx context.Context, pc *pipeline.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return pipeline.WriteFileAtomic(filepath.Join(dir, "10-bootstick.conflist"), cniConfig(e.opts.podSubnet), 0o644)
+	return atomicfile.Write(filepath.Join(dir, "10-bootstick.conflist"), cniConfig(e.opts.podSubnet), 0o644)
 }
 
 func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
 	"github.com/bootstick/bootstick/internal/debs"
@@ -506,7 +507,7 @@ func ParseLock(path string, data []byte) (*Lock, error) {
 
 // WriteLock writes the lock atomically.
 func WriteLock(path string, l *Lock) error {
-	return cas.WriteFileAtomic(path, l.Marshal(), 0o644)
+	return atomicfile.Write(path, l.Marshal(), 0o644)
 }
 
 // LockPath is the default lock of a bundle file: NAME.lock beside it.

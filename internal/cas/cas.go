@@ -28,6 +28,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
 // Store is a cache rooted at a folder.
@@ -135,7 +137,7 @@ func (w *Writer) Commit(want Digest) (Digest, error) {
 		return "", fmt.Errorf("storing blob %s: %w", got, err)
 	}
 	w.done = true
-	return got, syncDir(filepath.Dir(w.s.BlobPath(got)))
+	return got, atomicfile.SyncDir(filepath.Dir(w.s.BlobPath(got)))
 }
 
 // Abort drops the blob unless it was committed.
@@ -284,7 +286,7 @@ func (s *Store) PutAction(key string, rec Blobs) error {
 	if err != nil {
 		return fmt.Errorf("encoding cache record %s: %w", key, err)
 	}
-	return WriteFileAtomic(s.actionPath(key), b, 0o644)
+	return atomicfile.Write(s.actionPath(key), b, 0o644)
 }
 
 // TempDir makes a work folder inside the cache, on the same file system as
@@ -330,48 +332,6 @@ func (s *Store) Clean() error {
 		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
 			return fmt.Errorf("cleaning cache %s: %w", s.Root, err)
 		}
-	}
-	return nil
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// folder, fsyncs it and renames it into place, then fsyncs the folder.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

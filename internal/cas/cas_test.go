@@ -92,22 +92,3 @@ func TestLockExcludesASecondBuild(t *testing.T) {
 	}
 	unlock2()
 }
-
-func TestWriteFileAtomicLeavesNoTemp(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "state.json")
-	if err := WriteFileAtomic(p, []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("stat = %v, %v", fi, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("folder holds %d entries, want only state.json", len(entries))
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600); err == nil {
-		t.Fatal("writing into a missing folder succeeded")
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/supervise"
 )
 
@@ -64,11 +65,11 @@ func WriteFiles(configPath string, c Config, hosts map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(configPath, data); err != nil {
+	if err := writeFile(configPath, data); err != nil {
 		return err
 	}
 	for rel, content := range hosts {
-		if err := writeAtomic(filepath.Join(c.HostsDir, rel), content); err != nil {
+		if err := writeFile(filepath.Join(c.HostsDir, rel), content); err != nil {
 			return err
 		}
 	}
@@ -81,28 +82,10 @@ func WriteFiles(configPath string, c Config, hosts map[string][]byte) error {
 	return nil
 }
 
-func writeAtomic(path string, data []byte) error {
+// writeFile writes one config file atomically, creating its folder.
+func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o644)
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
 type encryptionConfiguration struct {
@@ -67,28 +69,8 @@ resources:
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return false, fmt.Errorf("encryption config: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".encryption-*")
-	if err != nil {
+	if err := atomicfile.Write(path, []byte(doc), 0o600); err != nil {
 		return false, fmt.Errorf("encryption config: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, werr := f.WriteString(doc) // CreateTemp makes it 0600
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		return false, fmt.Errorf("writing encryption config %s: %w", path, werr)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return true, nil
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
 // StateVersion is the version of the state file format.
@@ -93,45 +94,5 @@ func SaveState(path string, s *State) error {
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o644)
-}
-
-// WriteFileAtomic writes data to path so that a crash leaves either the old
-// or the new content: a temporary file in the same folder, fsync, rename,
-// fsync of the folder.
-func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("writing %s: syncing folder: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }

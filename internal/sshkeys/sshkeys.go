@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
 // File names inside the key folder.
@@ -120,10 +122,10 @@ func LoadOrGenerate(dir string) (*KeyPair, bool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("making ssh key folder: %w", err)
 	}
-	if err := writeAtomic(privPath, kp.Private, 0o600); err != nil {
+	if err := atomicfile.Write(privPath, kp.Private, 0o600); err != nil {
 		return nil, false, err
 	}
-	if err := writeAtomic(filepath.Join(dir, PublicKeyFile), []byte(kp.Public+"\n"), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, PublicKeyFile), []byte(kp.Public+"\n"), 0o644); err != nil {
 		return nil, false, err
 	}
 	return kp, true, nil
@@ -133,40 +135,5 @@ func writeIfChanged(path string, data []byte, mode os.FileMode) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		return nil
 	}
-	return writeAtomic(path, data, mode)
-}
-
-// writeAtomic writes data to path through a temporary file in the same
-// folder: fsync, chmod, rename, fsync the folder.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }

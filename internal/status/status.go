@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/pipeline"
 )
 
@@ -107,7 +108,7 @@ func (c *Console) write(s string) {
 	}
 	c.last = s
 	if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err == nil {
-		err = pipeline.WriteFileAtomic(c.Path, []byte(s), 0o644)
+		err = atomicfile.Write(c.Path, []byte(s), 0o644)
 		if err != nil && c.Log != nil {
 			c.Log.Warn("writing the console banner", "err", err)
 		}

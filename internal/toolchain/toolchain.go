@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/gobuild"
@@ -532,7 +533,7 @@ func writeView(s *cas.Store, m Manifest, images []ocibuild.Image) (string, error
 		if err := ocibuild.WriteLayout(s, filepath.Join(tmp, "oci"), images); err != nil {
 			return "", err
 		}
-		if err := cas.WriteFileAtomic(filepath.Join(tmp, "toolchain.json"), append(mj, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(tmp, "toolchain.json"), append(mj, '\n'), 0o644); err != nil {
 			return "", err
 		}
 		if err := os.Rename(tmp, final); err != nil {
