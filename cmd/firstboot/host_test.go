@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/status"
@@ -20,11 +21,7 @@ import (
 
 // toolchainDir is where make toolchain leaves the binaries and the OCI layout.
 func toolchainDir(t *testing.T) string {
-	cache := os.Getenv("BOOTSTICK_CACHE")
-	if cache == "" {
-		cache = "/var/cache/bootstick"
-	}
-	dir := filepath.Join(cache, "toolchain", "current")
+	dir := filepath.Join(cas.DefaultRoot(), "toolchain", "current")
 	for _, p := range []string{"bin/kubeadm", "bin/kubelet", "bin/kubectl", "oci/index.json"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			t.Fatalf("%v: run make toolchain first", err)

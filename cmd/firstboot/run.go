@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
+	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
 	"github.com/bootstick/bootstick/internal/kubeadm"
@@ -241,11 +242,7 @@ func (e *env) findBin(name string) (string, error) {
 	} else {
 		dirs = filepath.SplitList(os.Getenv("PATH"))
 		dirs = append(dirs, "/usr/sbin", "/usr/bin")
-		cache := os.Getenv("BOOTSTICK_CACHE")
-		if cache == "" {
-			cache = "/var/cache/bootstick"
-		}
-		dirs = append(dirs, filepath.Join(cache, "toolchain", "current", "bin"))
+		dirs = append(dirs, filepath.Join(cas.DefaultRoot(), "toolchain", "current", "bin"))
 	}
 	for _, d := range dirs {
 		p := filepath.Join(d, name)

@@ -12,7 +12,6 @@ import (
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/progress"
 	"github.com/bootstick/bootstick/internal/stick"
-	"github.com/bootstick/bootstick/internal/toolchain"
 )
 
 func init() {
@@ -26,7 +25,7 @@ func init() {
 			fs.StringVar(&o.Lock, "lock", "", "the lock file (default: the bundle's name with .lock)")
 			fs.BoolVar(&o.Locked, "locked", false, "fail instead of changing the lock (build exactly what it pins)")
 			fs.StringVar(&o.Output, "output", "out/bootstick.iso", "the ISO to write (through a temporary file renamed into place)")
-			cacheDir := fs.String("cache", toolchain.DefaultCache(), "the cache folder ($BOOTSTICK_CACHE)")
+			cacheDir := fs.String("cache", cas.DefaultRoot(), "the cache folder ($BOOTSTICK_CACHE)")
 			fs.StringVar(&o.Site, "site", "", "a site file to validate and embed as /bundle/site/site.yaml")
 			fs.StringVar(&o.AgeIdentity, "age-identity", "", "age identity that decrypts the site's encrypted passwords")
 			fs.StringVar(&o.Firstboot, "firstboot", "bin/firstboot", "the firstboot binary for the appliance layer (make bin/firstboot)")

@@ -22,7 +22,7 @@ func init() {
 		Short: "build Kubernetes, etcd, CoreDNS, pause and their images from pinned sources into the cache",
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			recipesFile := fs.String("recipes", "images/recipes.yaml", "the recipes file")
-			cacheDir := fs.String("cache", toolchain.DefaultCache(), "the cache folder ($BOOTSTICK_CACHE)")
+			cacheDir := fs.String("cache", cas.DefaultRoot(), "the cache folder ($BOOTSTICK_CACHE)")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err

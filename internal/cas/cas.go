@@ -32,6 +32,15 @@ import (
 	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
+// DefaultRoot is the cache folder: $BOOTSTICK_CACHE, else
+// /var/cache/bootstick. Every tool and test finds the cache through it.
+func DefaultRoot() string {
+	if d := os.Getenv("BOOTSTICK_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/bootstick"
+}
+
 // Store is a cache rooted at a folder.
 type Store struct {
 	Root string

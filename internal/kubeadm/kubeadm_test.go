@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/cas"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -129,11 +131,7 @@ func TestKubeadmValidates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the kubeadm binary from make toolchain")
 	}
-	cache := os.Getenv("BOOTSTICK_CACHE")
-	if cache == "" {
-		cache = "/var/cache/bootstick"
-	}
-	kubeadm := filepath.Join(cache, "toolchain", "current", "bin", "kubeadm")
+	kubeadm := filepath.Join(cas.DefaultRoot(), "toolchain", "current", "bin", "kubeadm")
 	if _, err := os.Stat(kubeadm); err != nil {
 		t.Fatalf("%v: run make toolchain first", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/toolchain"
 )
 
@@ -72,7 +73,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		o = opts[0]
 	}
 	if o.BinDir == "" {
-		tc, err := toolchain.Open(toolchain.DefaultCache())
+		tc, err := toolchain.Open(cas.DefaultRoot())
 		if err != nil {
 			t.Fatalf("kubetest: %v", err)
 		}

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/cas"
 )
 
 // DefaultPackages are always installed.
@@ -105,20 +107,12 @@ type inputs struct {
 	Epoch    int64    `json:"epoch"`
 }
 
-// CacheRoot is $BOOTSTICK_CACHE or /var/cache/bootstick.
-func CacheRoot() string {
-	if d := os.Getenv("BOOTSTICK_CACHE"); d != "" {
-		return d
-	}
-	return "/var/cache/bootstick"
-}
-
 func (o *Options) defaults() error {
 	if o.Suite == "" {
 		o.Suite = "bookworm"
 	}
 	if o.CacheDir == "" {
-		o.CacheDir = CacheRoot()
+		o.CacheDir = cas.DefaultRoot()
 	}
 	if o.Level == 0 {
 		o.Level = 3

@@ -67,7 +67,7 @@ func BenchmarkRebuild(b *testing.B) {
 // its images' sizes: the real toolchain's images when it is built, else
 // the stand-in's.
 func BenchmarkRegistrySharing(b *testing.B) {
-	cache := toolchain.DefaultCache()
+	cache := cas.DefaultRoot()
 	tc, err := toolchain.Open(cache)
 	var store *cas.Store
 	if err == nil {

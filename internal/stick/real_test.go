@@ -22,7 +22,7 @@ func TestRealBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the real stick: needs the toolchain (make toolchain), root, apt and mmdebstrap")
 	}
-	cache := toolchain.DefaultCache()
+	cache := cas.DefaultRoot()
 	tc, err := toolchain.Open(cache)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/ocibuild"
 	"github.com/bootstick/bootstick/internal/recipes"
 )
@@ -25,7 +26,7 @@ func realToolchain(t *testing.T) (*Result, *recipes.Spec) {
 	if testing.Short() {
 		t.Skip("integration: reads the toolchain `make toolchain` built (run without -short, as make test does)")
 	}
-	tc, err := Open(DefaultCache())
+	tc, err := Open(cas.DefaultRoot())
 	if err != nil {
 		t.Fatal(err)
 	}

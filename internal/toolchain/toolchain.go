@@ -40,15 +40,6 @@ import (
 	"github.com/bootstick/bootstick/internal/recipes"
 )
 
-// DefaultCache is the cache folder: $BOOTSTICK_CACHE, else
-// /var/cache/bootstick.
-func DefaultCache() string {
-	if d := os.Getenv("BOOTSTICK_CACHE"); d != "" {
-		return d
-	}
-	return "/var/cache/bootstick"
-}
-
 // Options say what to build and where.
 type Options struct {
 	Spec  *recipes.Spec
