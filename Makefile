@@ -42,7 +42,10 @@ test: toolchain
 test-short:
 	$(GOTEST) -short ./...
 
+# Benchmarks that compare two ways side by side in one run report ratios
+# (ISO writer vs xorriso, rebuilds vs a cold build, registry sharing).
 bench: toolchain
+	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./... | tee $(OUT)/bench.txt
 
 e2e: iso
