@@ -1,0 +1,60 @@
+// Command bpa-operator is the binary provisioning agent: it matches each
+// master and worker of every bpa.akraino.org Provisioning to the metal3.io
+// BareMetalHost with its boot MAC address and reports each host's state in
+// the Provisioning's status. It runs in-cluster (images/recipes.yaml builds
+// its image) or, for development, with --kubeconfig.
+//
+// It lives under internal/bpa so that the toolchain's cache key for its
+// local recipe (the hash of this folder tree, go.mod and go.sum) covers
+// every package of this repository it is built from.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/bootstick/bootstick/internal/bpa/controller"
+)
+
+// version is stamped by the recipe (images/recipes.yaml).
+var version = "dev"
+
+func main() {
+	var o controller.Options
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "listen address of the metrics endpoint (0: off)")
+	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "listen address of /healthz and /readyz (0: off)")
+	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader, so that only one replica works")
+	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
+	// config registers --kubeconfig on the default flag set.
+	flag.Parse()
+	if *showVersion {
+		fmt.Println("bpa-operator", version)
+		return
+	}
+	h := slog.NewJSONHandler(os.Stderr, nil)
+	slog.SetDefault(slog.New(h))
+	ctrl.SetLogger(logr.FromSlogHandler(h))
+
+	cfg, err := config.GetConfig()
+	if err != nil {
+		slog.Error("no cluster to talk to", "err", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	slog.Info("bpa-operator starting", "version", version)
+	if err := controller.Run(ctx, cfg, o); err != nil {
+		slog.Error("bpa-operator failed", "err", err)
+		os.Exit(1)
+	}
+}

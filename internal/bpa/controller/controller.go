@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+)
+
+// Scheme holds the kinds the reconciler reads and writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, bpa.AddToScheme, metal3.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Reconciler keeps each Provisioning's status in step with the
+// BareMetalHosts of its namespace.
+type Reconciler struct {
+	Client client.Client
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Reconcile recomputes one Provisioning's status and writes it when it
+// changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var p bpa.Provisioning
+	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil // deleted; nothing to report
+		}
+		return reconcile.Result{}, fmt.Errorf("reading provisioning %s: %w", req.NamespacedName, err)
+	}
+	var bmhs metal3.BareMetalHostList
+	if err := r.Client.List(ctx, &bmhs, client.InNamespace(p.Namespace)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing baremetalhosts in %s: %w", p.Namespace, err)
+	}
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	st := Status(&p, bmhs.Items, metav1.NewTime(now().Truncate(time.Second)))
+	if equality.Semantic.DeepEqual(st, p.Status) {
+		return reconcile.Result{}, nil
+	}
+	p.Status = st
+	// A conflict (someone wrote in between) returns an error: the request
+	// is queued again and recomputed from fresh objects.
+	if err := r.Client.Status().Update(ctx, &p); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing the status of provisioning %s: %w", req.NamespacedName, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("status written", "hosts", len(st.Hosts), "ready", st.Conditions[0].Reason)
+	return reconcile.Result{}, nil
+}
+
+// SetupWithManager watches Provisionings, and BareMetalHosts: a change to
+// any BareMetalHost requeues every Provisioning of its namespace (there
+// are few of them, and a MAC address can move between hosts).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("provisioning").
+		For(&bpa.Provisioning{}).
+		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(r.provisioningsOf)).
+		Complete(r)
+}
+
+func (r *Reconciler) provisioningsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list bpa.ProvisioningList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing provisionings", "namespace", o.GetNamespace())
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, p := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
+	}
+	return out
+}

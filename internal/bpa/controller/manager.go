@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options tune Run.
+type Options struct {
+	// MetricsAddr and ProbeAddr are listen addresses; "0" turns each off.
+	MetricsAddr, ProbeAddr string
+	// LeaderElect makes one replica of several do the work, holding a
+	// Lease named LeaderElectionID in LeaderElectionNamespace.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+}
+
+// LeaderElectionID names the BPA's Lease.
+const LeaderElectionID = "bpa.akraino.org"
+
+// Run runs the reconciler until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	s, err := Scheme()
+	if err != nil {
+		return err
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        s,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := (&Reconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the provisioning controller: %w", err)
+	}
+	if o.ProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return fmt.Errorf("adding the ready check: %w", err)
+		}
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}

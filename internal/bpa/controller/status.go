@@ -1,0 +1,196 @@
+// Package controller is the binary provisioning agent's reconciler: it
+// matches each master and worker of a Provisioning to the metal3.io
+// BareMetalHost with the same boot MAC address (in the Provisioning's
+// namespace) and writes, per host, the matched BareMetalHost, where it is
+// (Pending, Matched, Provisioning, Provisioned, Error) and what is wrong.
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+)
+
+// Roles of a host.
+const (
+	RoleMaster = "master"
+	RoleWorker = "worker"
+)
+
+// ConditionReady is True when every host is Provisioned.
+const ConditionReady = "Ready"
+
+// NormalizeMAC returns a MAC address in lower case with ':' separators
+// (BareMetalHosts and site files may use either case and '-').
+func NormalizeMAC(mac string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(mac), "-", ":"))
+}
+
+// host is one entry of the spec's masters or workers.
+type host struct {
+	name, role, mac string
+}
+
+// hosts lists the spec's masters then workers, each list sorted by name.
+func hosts(spec bpa.ProvisioningSpec) []host {
+	var out []host
+	add := func(role string, names map[string]string) {
+		keys := make([]string, 0, len(names))
+		for k := range names {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, host{name: k, role: role, mac: names[k]})
+		}
+	}
+	masters := map[string]string{}
+	for _, m := range spec.Masters {
+		for name, e := range m {
+			masters[name] = e.MACaddress
+		}
+	}
+	workers := map[string]string{}
+	for _, w := range spec.Workers {
+		for name, e := range w {
+			workers[name] = e.MACaddress
+		}
+	}
+	add(RoleMaster, masters)
+	add(RoleWorker, workers)
+	return out
+}
+
+// HostStatuses computes the status of every host of p from the
+// BareMetalHosts of its namespace. prev is the status written before:
+// LastUpdated is kept for a host whose state did not change and set to now
+// for one whose did.
+func HostStatuses(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.Time) []bpa.HostStatus {
+	byMAC := map[string][]*metal3.BareMetalHost{}
+	for i := range bmhs {
+		b := &bmhs[i]
+		if b.DeletionTimestamp != nil || b.Spec.BootMACAddress == "" {
+			continue
+		}
+		mac := NormalizeMAC(b.Spec.BootMACAddress)
+		byMAC[mac] = append(byMAC[mac], b)
+	}
+	prev := map[string]bpa.HostStatus{}
+	for _, h := range p.Status.Hosts {
+		prev[h.Name] = h
+	}
+
+	hs := hosts(p.Spec)
+	usedBy := map[string][]string{}
+	roles := map[string][]string{}
+	for _, h := range hs {
+		if h.mac != "" {
+			usedBy[NormalizeMAC(h.mac)] = append(usedBy[NormalizeMAC(h.mac)], h.name)
+		}
+		roles[h.name] = append(roles[h.name], h.role)
+	}
+
+	out := make([]bpa.HostStatus, 0, len(hs))
+	seen := map[string]bool{}
+	for _, h := range hs {
+		if seen[h.name] {
+			continue // named as master and worker: reported once, as an error
+		}
+		seen[h.name] = true
+		mac := NormalizeMAC(h.mac)
+		st := bpa.HostStatus{Name: h.name, Role: h.role, MACAddress: mac}
+		switch matches := byMAC[mac]; {
+		case len(roles[h.name]) > 1:
+			st.State = bpa.HostError
+			st.Error = fmt.Sprintf("host %s is both a master and a worker: name it once", h.name)
+		case mac == "":
+			st.State = bpa.HostError
+			st.Error = fmt.Sprintf("host %s has no mac-address", h.name)
+		case len(usedBy[mac]) > 1:
+			st.State = bpa.HostError
+			st.Error = fmt.Sprintf("hosts %s have the same mac-address %s", strings.Join(usedBy[mac], ", "), mac)
+		case len(matches) == 0:
+			st.State = bpa.HostPending
+			st.Error = fmt.Sprintf("no BareMetalHost in namespace %s has boot MAC address %s", p.Namespace, mac)
+		case len(matches) > 1:
+			names := make([]string, len(matches))
+			for i, b := range matches {
+				names[i] = b.Name
+			}
+			sort.Strings(names)
+			st.State = bpa.HostError
+			st.Error = fmt.Sprintf("BareMetalHosts %s all have boot MAC address %s: give each host its own", strings.Join(names, ", "), mac)
+		default:
+			b := matches[0]
+			st.BareMetalHost = b.Name
+			st.State, st.Error = hostState(b)
+		}
+		st.LastUpdated = &now
+		if old, ok := prev[h.name]; ok && old.State == st.State && old.LastUpdated != nil {
+			st.LastUpdated = old.LastUpdated
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// hostState maps a BareMetalHost's provisioning state and operational
+// status to the host's state. BareMetalHost error messages come from the
+// provisioner and never hold the BMC credentials.
+func hostState(b *metal3.BareMetalHost) (bpa.HostState, string) {
+	if b.Status.OperationalStatus == metal3.OperationalStatusError {
+		msg := fmt.Sprintf("BareMetalHost %s: %s", b.Name, b.Status.ErrorType)
+		if b.Status.ErrorMessage != "" {
+			msg += ": " + b.Status.ErrorMessage
+		}
+		return bpa.HostError, msg
+	}
+	switch b.Status.Provisioning.State {
+	case metal3.StateProvisioning:
+		return bpa.HostProvisioning, ""
+	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
+		return bpa.HostProvisioned, ""
+	default:
+		return bpa.HostMatched, ""
+	}
+}
+
+// readyCondition summarizes the hosts.
+func readyCondition(hs []bpa.HostStatus, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: ConditionReady, ObservedGeneration: generation}
+	count := map[bpa.HostState]int{}
+	for _, h := range hs {
+		count[h.State]++
+	}
+	switch {
+	case len(hs) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NoHosts", "the Provisioning names no masters or workers"
+	case count[bpa.HostError] > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, "HostError"
+		c.Message = fmt.Sprintf("%d of %d hosts have an error", count[bpa.HostError], len(hs))
+	case count[bpa.HostProvisioned] == len(hs):
+		c.Status, c.Reason = metav1.ConditionTrue, "AllProvisioned"
+		c.Message = fmt.Sprintf("%d hosts provisioned", len(hs))
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, "Waiting"
+		c.Message = fmt.Sprintf("%d of %d hosts provisioned, %d waiting for a BareMetalHost", count[bpa.HostProvisioned], len(hs), count[bpa.HostPending])
+	}
+	return c
+}
+
+// Status computes p's whole status.
+func Status(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.Time) bpa.ProvisioningStatus {
+	st := bpa.ProvisioningStatus{ObservedGeneration: p.Generation}
+	st.Hosts = HostStatuses(p, bmhs, now)
+	st.Conditions = append([]metav1.Condition(nil), p.Status.Conditions...)
+	c := readyCondition(st.Hosts, p.Generation)
+	c.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, c)
+	return st
+}
