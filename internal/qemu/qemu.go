@@ -55,6 +55,11 @@ type Options struct {
 	MemoryMiB, CPUs int
 	// DataDisk is the size of an empty virtio data disk; 0 means none.
 	DataDisk int64
+	// DataDiskFile, when set, is the data disk's file, kept across
+	// machines: it is created sparse (DataDisk bytes) only when missing,
+	// so a second machine boots with what the first one wrote (a reboot).
+	// Empty means a fresh Dir/data.img.
+	DataDiskFile string
 	// HostPort, when set, turns on a restricted user network (no way out)
 	// with 127.0.0.1:HostPort forwarded to GuestPort in the guest.
 	HostPort, GuestPort int
@@ -156,15 +161,8 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		return nil, fmt.Errorf("qemu: unknown media %q (cd or usb)", o.Media)
 	}
 
-	if o.DataDisk > 0 {
-		data := filepath.Join(o.Dir, "data.img")
-		_ = os.Remove(data)
-		f, err := os.Create(data)
-		if err != nil {
-			return nil, fmt.Errorf("qemu: data disk: %w", err)
-		}
-		err = f.Truncate(o.DataDisk)
-		f.Close()
+	if o.DataDisk > 0 || o.DataDiskFile != "" {
+		data, err := dataDisk(o)
 		if err != nil {
 			return nil, fmt.Errorf("qemu: data disk: %w", err)
 		}
@@ -172,7 +170,11 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 	}
 
 	if o.HostPort != 0 {
-		args = append(args, "-nic", fmt.Sprintf("user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort))
+		// A fixed PCI slot and MAC: the guest names the NIC NICName in
+		// every boot mode (a USB controller would shift a free slot).
+		args = append(args,
+			"-netdev", fmt.Sprintf("user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC))
 	} else {
 		args = append(args, "-nic", "none")
 	}
@@ -196,6 +198,46 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		}
 	}()
 	return vm, nil
+}
+
+// The restricted user network's NIC: its PCI slot gives the guest's
+// predictable name (ens16); slirp's fixed guest address, prefix and
+// gateway.
+const (
+	nicSlot      = 0x10
+	NICName      = "ens16"
+	NICMAC       = "52:54:00:b0:07:01"
+	GuestAddress = "10.0.2.15"
+	GuestPrefix  = 24
+	GuestGateway = "10.0.2.2"
+)
+
+// dataDisk returns the data disk's file: a fresh sparse Dir/data.img, or
+// DataDiskFile, created only when missing.
+func dataDisk(o Options) (string, error) {
+	path := o.DataDiskFile
+	if path == "" {
+		path = filepath.Join(o.Dir, "data.img")
+		_ = os.Remove(path)
+	} else if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if o.DataDisk <= 0 {
+		return "", fmt.Errorf("%s is missing and DataDisk gives no size to create it", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	err = f.Truncate(o.DataDisk)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return "", err
+	}
+	return path, nil
 }
 
 // Args is the command line the machine was started with (for logs).

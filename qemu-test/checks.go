@@ -1,0 +1,346 @@
+package qemutest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/status"
+)
+
+// Paths and commands in the guest.
+const (
+	kubectl        = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+	registryAccess = "/var/lib/bootstick/registry/access.log"
+)
+
+// Console lines of firstboot.service.
+var (
+	firstbootStarting = regexp.MustCompile(`bootstick: firstboot\.service starting`)
+	firstbootDone     = regexp.MustCompile(`firstboot: done in`)
+	firstbootFailed   = regexp.MustCompile(`firstboot\.service: Failed with result`)
+)
+
+// maxFailedRuns is how many failed firstboot runs (each restarted by
+// systemd after 30 s) a wait tolerates before it gives up early.
+const maxFailedRuns = 4
+
+// WaitFirstboot waits for this boot's firstboot run to finish (its "done
+// in" line on the console). It gives up after timeout, or early when
+// firstboot.service failed maxFailedRuns times.
+func (m *Machine) WaitFirstboot(ctx context.Context, timeout time.Duration) (Line, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	from := 0
+	for {
+		failed := 0
+		for _, l := range m.Console.Lines() {
+			if firstbootFailed.MatchString(l.Text) {
+				failed++
+			}
+		}
+		if failed >= maxFailedRuns {
+			return Line{}, fmt.Errorf("firstboot.service failed %d times", failed)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := m.Console.Wait(wctx, firstbootDone, from, m.VM.Done())
+		wcancel()
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return Line{}, fmt.Errorf("firstboot did not finish within %s of waiting: %w", timeout, ctx.Err())
+		}
+		select {
+		case <-m.VM.Done():
+			return Line{}, err
+		default:
+		}
+		from = max(0, m.Console.Len()-1)
+	}
+}
+
+// Status is `firstboot status --json` in the guest.
+func (m *Machine) Status(ctx context.Context) (*status.Report, error) {
+	out, err := m.Run(ctx, "firstboot status --json")
+	if err != nil {
+		return nil, err
+	}
+	var r status.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("firstboot status --json: %w", err)
+	}
+	return &r, nil
+}
+
+// GuestAhead is how far the guest's clock runs ahead of the host's, to
+// put the state file's times on the host's axis.
+func (m *Machine) GuestAhead(ctx context.Context) (time.Duration, error) {
+	before := time.Now()
+	out, err := m.Run(ctx, "date +%s.%N")
+	if err != nil {
+		return 0, err
+	}
+	after := time.Now()
+	secs, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		return 0, fmt.Errorf("the guest's date: %q", out)
+	}
+	guest := time.Unix(0, int64(secs*1e9))
+	mid := before.Add(after.Sub(before) / 2)
+	return guest.Sub(mid), nil
+}
+
+// Timeline builds this boot's time table from its console and state file.
+func (m *Machine) Timeline(ctx context.Context, title string) (Timeline, error) {
+	lines := m.Console.Lines()
+	ahead, err := m.GuestAhead(ctx)
+	if err != nil {
+		return BuildTimeline(title, lines, nil, 0, m.PowerOn), err
+	}
+	rep, err := m.Status(ctx)
+	return BuildTimeline(title, lines, rep, ahead, m.PowerOn), err
+}
+
+// Snapshot is what the cluster holds that a reboot must keep: each
+// checked object's UID by kind/namespace/name.
+type Snapshot map[string]string
+
+// ObjectKey names an object in a Snapshot.
+func ObjectKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// SiteObjects are the objects the site renders to, as kind/namespace/name
+// keys, with the kubectl resource names to list them by.
+func SiteObjects(sitePath string) (keys []string, resources []string, err error) {
+	s, err := site.Load(sitePath, site.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := sshkeys.Generate(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range objs {
+		gvk := o.GetObjectKind().GroupVersionKind()
+		keys = append(keys, ObjectKey(gvk.Kind, o.GetNamespace(), o.GetName()))
+		res := strings.ToLower(gvk.Kind)
+		if gvk.Group != "" {
+			res += "." + gvk.Group
+		}
+		if !slices.Contains(resources, res) {
+			resources = append(resources, res)
+		}
+	}
+	return keys, resources, nil
+}
+
+// kubeList is the part of a kubectl -o json list the checks read.
+type kubeList struct {
+	Items []struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+			UID       string `json:"uid"`
+		} `json:"metadata"`
+		Spec struct {
+			Containers     []struct{ Image string } `json:"containers"`
+			InitContainers []struct{ Image string } `json:"initContainers"`
+		} `json:"spec"`
+		Status struct {
+			Phase      string `json:"phase"`
+			Conditions []struct {
+				Type   string `json:"type"`
+				Status string `json:"status"`
+			} `json:"conditions"`
+			ContainerStatuses []struct {
+				Name  string `json:"name"`
+				Ready bool   `json:"ready"`
+			} `json:"containerStatuses"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+func (m *Machine) kubeGet(ctx context.Context, args string) (*kubeList, error) {
+	out, err := m.Run(ctx, kubectl+" get "+args+" -o json")
+	if err != nil {
+		return nil, err
+	}
+	var l kubeList
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		return nil, fmt.Errorf("kubectl get %s: %w", args, err)
+	}
+	return &l, nil
+}
+
+// CheckCluster is scenario 1's proof, run in the guest over SSH: every
+// node Ready; every pod Running with its containers ready; every pod image
+// served by the stick's registry (its access log); and every object the
+// site renders to present. It returns each problem found and the
+// snapshot a reboot must keep.
+func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, []error) {
+	var errs []error
+	snap := Snapshot{}
+	nodes, err := m.kubeGet(ctx, "nodes")
+	if err != nil {
+		return nil, []error{err}
+	}
+	if len(nodes.Items) == 0 {
+		errs = append(errs, errors.New("no nodes"))
+	}
+	for _, n := range nodes.Items {
+		snap[ObjectKey("Node", "", n.Metadata.Name)] = n.Metadata.UID
+		if !conditionTrue(n.Status.Conditions, "Ready") {
+			errs = append(errs, fmt.Errorf("node %s is not Ready: %+v", n.Metadata.Name, n.Status.Conditions))
+		}
+	}
+
+	pods, err := m.kubeGet(ctx, "pods -A")
+	if err != nil {
+		return nil, append(errs, err)
+	}
+	log, err := m.Run(ctx, "cat "+registryAccess)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("reading the registry's access log: %w", err))
+	}
+	pulled, err := PulledRefs(log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(pods.Items) == 0 {
+		errs = append(errs, errors.New("no pods"))
+	}
+	for _, p := range pods.Items {
+		name := p.Metadata.Namespace + "/" + p.Metadata.Name
+		if p.Status.Phase != "Running" {
+			errs = append(errs, fmt.Errorf("pod %s is %s, not Running", name, p.Status.Phase))
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if !c.Ready {
+				errs = append(errs, fmt.Errorf("pod %s: container %s is not ready", name, c.Name))
+			}
+		}
+		var images []string
+		for _, c := range p.Spec.InitContainers {
+			images = append(images, c.Image)
+		}
+		for _, c := range p.Spec.Containers {
+			images = append(images, c.Image)
+		}
+		for _, img := range images {
+			r, err := registry.ParseRef(img)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pod %s: image %s: %w", name, img, err))
+				continue
+			}
+			if !pulled[r.String()] {
+				errs = append(errs, fmt.Errorf("pod %s: image %s was not served by the stick's registry (its access log has %s)", name, img, strings.Join(sortedKeys(pulled), ", ")))
+			}
+		}
+	}
+
+	if sitePath == "" {
+		return snap, append(errs, errors.New("no site file to check the site's objects against (set "+EnvSite+")"))
+	}
+	want, resources, err := SiteObjects(sitePath)
+	if err != nil {
+		return snap, append(errs, fmt.Errorf("rendering the test site: %w", err))
+	}
+	have := map[string]string{}
+	for _, res := range resources {
+		l, err := m.kubeGet(ctx, res+" -A")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, it := range l.Items {
+			have[ObjectKey(it.Kind, it.Metadata.Namespace, it.Metadata.Name)] = it.Metadata.UID
+		}
+	}
+	for _, k := range want {
+		uid, ok := have[k]
+		if !ok {
+			errs = append(errs, fmt.Errorf("the site's %s is missing from the cluster", k))
+			continue
+		}
+		snap[k] = uid
+	}
+	return snap, errs
+}
+
+func conditionTrue(conds []struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+}, t string) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// PulledRefs reads the registry's access log: the references whose
+// manifests it served by tag (what a pull by name asks for first).
+func PulledRefs(log string) (map[string]bool, error) {
+	out := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var e registry.LogEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return out, fmt.Errorf("registry access log line %d: %w", n, err)
+		}
+		if e.Kind == "manifest" && e.Status == 200 && e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
+			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
+		}
+	}
+	return out, sc.Err()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// CompareSnapshots lists what changed between two snapshots: an object
+// gone, or recreated (a new UID).
+func CompareSnapshots(before, after Snapshot) []error {
+	var errs []error
+	keys := make([]string, 0, len(before))
+	for k := range before {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch uid, ok := after[k]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s is gone after the reboot", k))
+		case uid != before[k]:
+			errs = append(errs, fmt.Errorf("%s was recreated after the reboot (uid %s, was %s)", k, uid, before[k]))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,224 @@
+package qemutest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/qemu"
+)
+
+// ColdMode is the boot mode of scenario 1 in `make test`: what a user
+// who dd's the stick gets, under the firmware most servers still boot.
+var ColdMode = Mode{qemu.BIOS, qemu.USB}
+
+// Budgets under TCG (the guest runs 5-10 times slower than native).
+const (
+	bootBudget      = 10 * time.Minute // power-on to firstboot.service
+	firstbootBudget = 45 * time.Minute // firstboot.service to done
+	sshBudget       = 5 * time.Minute
+)
+
+var shared string // outlives the tests: the stick
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "bootstick-qemu-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// stickFor builds the shared stick (or takes BOOTSTICK_ISO).
+func stickFor(t *testing.T, ctx context.Context) *Stick {
+	t.Helper()
+	var log strings.Builder
+	s, err := SharedStick(ctx, filepath.Join(shared, "stick"), &log)
+	if err != nil {
+		t.Fatalf("building the stick: %v\n%s", err, lastLines(log.String(), 40))
+	}
+	if s.BuildTime > 0 {
+		t.Logf("stick: %s (mkusb build --site: %.1fs)", s.ISO, s.BuildTime.Seconds())
+	}
+	return s
+}
+
+// afterCold runs more scenarios on scenario 1's machine (the e2e reboot).
+var afterCold func(t *testing.T, ctx context.Context, s *Stick, run *Run, m *Machine, snap Snapshot)
+
+// TestColdBoot is scenario 1: power on with an empty data disk and no
+// route out; firstboot finishes, the node is Ready, every pod is Running
+// from images the stick's registry served, and the site's objects exist.
+func TestColdBoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots the real stick in QEMU under TCG through a whole first boot (tens of minutes): integration tier")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
+	defer cancel()
+	s := stickFor(t, ctx)
+	run := NewRun(t, "cold")
+	m := run.Boot(ctx, s, ColdMode, "boot1")
+
+	if _, err := m.WaitConsole(ctx, firstbootStarting, bootBudget); err != nil {
+		t.Fatalf("scenario 1 (%s): %v", ColdMode, err)
+	}
+	done, err := m.WaitFirstboot(ctx, firstbootBudget)
+	if err != nil {
+		t.Fatalf("scenario 1 (%s): %v", ColdMode, err)
+	}
+	if _, err := m.Connect(ctx, sshBudget); err != nil {
+		t.Fatalf("scenario 1 (%s): firstboot finished but: %v", ColdMode, err)
+	}
+	run.Report(ctx, m, fmt.Sprintf("scenario 1, cold boot to done (%s)", ColdMode), done)
+
+	rep, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Phase != "done" {
+		t.Errorf("firstboot status: phase %q, want done", rep.Phase)
+	}
+	snap, errs := m.CheckCluster(ctx, s.Site)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() || afterCold == nil {
+		return
+	}
+	afterCold(t, ctx, s, run, m, snap)
+}
+
+// Run is one scenario's folder, data disk and host key pin. It keeps the
+// serial logs and prints the diagnosis when the test fails, and appends
+// each boot's time table to the times file.
+type Run struct {
+	t        *testing.T
+	Name     string
+	Dir      string
+	DataDisk string
+	Keys     *HostKeys
+	logs     string
+	mu       sync.Mutex
+	machines []*Machine
+}
+
+// NewRun prepares a scenario with an empty data disk.
+func NewRun(t *testing.T, name string) *Run {
+	dir := filepath.Join(shared, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{t: t, Name: name, Dir: dir, DataDisk: filepath.Join(dir, "data.img"), Keys: &HostKeys{}, logs: logsDir()}
+	t.Cleanup(r.cleanup)
+	return r
+}
+
+// logsDir is where serial logs of failed runs and the times file go:
+// $BOOTSTICK_E2E_LOGS, else out/qemu-test in the checkout.
+func logsDir() string {
+	if d := os.Getenv(EnvLogs); d != "" {
+		return d
+	}
+	if repo, err := RepoRoot(); err == nil {
+		return filepath.Join(repo, "out", "qemu-test")
+	}
+	return filepath.Join(os.TempDir(), "bootstick-qemu-test-logs")
+}
+
+// Boot powers on a machine on the run's data disk.
+func (r *Run) Boot(ctx context.Context, s *Stick, mode Mode, name string) *Machine {
+	r.t.Helper()
+	m, err := Boot(ctx, s, BootOptions{Mode: mode, Dir: filepath.Join(r.Dir, name), DataDisk: r.DataDisk, HostKeys: r.Keys})
+	if err != nil {
+		r.t.Fatalf("%s: %v", mode, err)
+	}
+	r.t.Logf("%s %s: powered on (accel %s %s)", r.Name, name, m.VM.Accel.Name, m.VM.Accel.Why)
+	r.mu.Lock()
+	r.machines = append(r.machines, m)
+	r.mu.Unlock()
+	return m
+}
+
+func (r *Run) cleanup() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, m := range r.machines {
+		last := i == len(r.machines)-1
+		if r.t.Failed() {
+			if last {
+				r.t.Log(m.Diagnose(context.Background()))
+			}
+			if err := keepLog(m.VM.SerialLog, filepath.Join(r.logs, fmt.Sprintf("%s-%s-boot%d-serial.log", strings.ReplaceAll(r.t.Name(), "/", "_"), m.Mode, i+1))); err != nil {
+				r.t.Logf("keeping the serial log: %v", err)
+			} else {
+				r.t.Logf("serial log kept in %s", r.logs)
+			}
+		}
+		m.PowerCut()
+	}
+	os.RemoveAll(r.Dir)
+}
+
+func keepLog(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Report logs and records one boot's time table, from its console and
+// its state file.
+func (r *Run) Report(ctx context.Context, m *Machine, title string, done Line) {
+	tl, err := m.Timeline(ctx, title)
+	if err != nil {
+		r.t.Logf("time table: %v", err)
+	}
+	text := fmt.Sprintf("%s\n  firstboot finished %.1fs after power-on\n", tl, done.At.Seconds())
+	r.t.Log("\n" + text)
+	if err := os.MkdirAll(r.logs, 0o755); err == nil {
+		f, err := os.OpenFile(filepath.Join(r.logs, "times.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "# %s %s\n%s\n", time.Now().UTC().Format(time.RFC3339), r.t.Name(), text)
+			f.Close()
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stepRan matches a step that ran (not one found already done).
+func stepRan(step string) *regexp.Regexp {
+	return regexp.MustCompile(`step ` + regexp.QuoteMeta(step) + ` \(\d+/\d+\): done in`)
+}

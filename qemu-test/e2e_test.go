@@ -1,0 +1,132 @@
+//go:build e2e
+
+package qemutest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/status"
+)
+
+// The steps that change the cluster: a reboot must find each done and run
+// none of them again. (The registry, containerd and kubelet live in the
+// live system's RAM, so their steps may start them again.)
+var clusterSteps = []string{"kubeadm-init", "untaint", "cni", "manifests", "site"}
+
+func init() { afterCold = rebootScenario }
+
+// rebootScenario is scenario 2, on scenario 1's machine: a clean power-off
+// and a power-on with the same data disk. The cluster is kept (the same
+// objects, by UID), and firstboot repeats none of the steps that build it.
+func rebootScenario(t *testing.T, ctx context.Context, s *Stick, run *Run, m1 *Machine, before Snapshot) {
+	if err := m1.PowerOff(3 * time.Minute); err != nil {
+		t.Logf("power-off: %v", err)
+	}
+	m := run.Boot(ctx, s, ColdMode, "boot2")
+	done, err := m.WaitFirstboot(ctx, firstbootBudget)
+	if err != nil {
+		t.Fatalf("scenario 2 (reboot): %v", err)
+	}
+	run.Report(ctx, m, fmt.Sprintf("scenario 2, reboot (%s)", ColdMode), done)
+	for _, step := range clusterSteps {
+		if l, ok := m.Console.First(stepRan(step)); ok {
+			t.Errorf("scenario 2: the reboot ran step %s again: %s", step, l.Text)
+		}
+	}
+	after, errs := m.CheckCluster(ctx, s.Site)
+	for _, err := range append(errs, CompareSnapshots(before, after)...) {
+		t.Errorf("scenario 2: %v", err)
+	}
+}
+
+// TestPowerCutDuringKubeadmInit is scenario 3: the plug is pulled while
+// kubeadm init runs (its state is "running" and the static pod manifests
+// are written). The next power-on resumes kubeadm-init and finishes.
+func TestPowerCutDuringKubeadmInit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
+	defer cancel()
+	s := stickFor(t, ctx)
+	run := NewRun(t, "powercut")
+	m1 := run.Boot(ctx, s, ColdMode, "boot1")
+
+	started := regexp.MustCompile(`step containerd \(\d+/\d+\): (done in|already)`)
+	if _, err := m1.WaitConsole(ctx, started, bootBudget+firstbootBudget/2); err != nil {
+		t.Fatalf("scenario 3: waiting for kubeadm-init to start: %v", err)
+	}
+	if _, err := m1.Connect(ctx, sshBudget); err != nil {
+		t.Fatalf("scenario 3: %v", err)
+	}
+	// Cut when kubeadm is inside init: the step is running and kubeadm has
+	// written the control plane's static pods.
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		out, _ := m1.Run(ctx, "test -e /etc/kubernetes/manifests/kube-apiserver.yaml && echo written")
+		rep, err := m1.Status(ctx)
+		if err == nil {
+			state := stepState(rep.Steps, "kubeadm-init")
+			if state == "done" {
+				t.Fatalf("scenario 3: kubeadm-init finished before the harness could cut the power")
+			}
+			if out == "written\n" && state == "running" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scenario 3: kubeadm init did not reach its static pods in 15 minutes")
+		}
+		time.Sleep(2 * time.Second)
+	}
+	cutAt := m1.Since()
+	m1.PowerCut()
+	t.Logf("scenario 3: power cut %.1fs after power-on, during kubeadm init", cutAt.Seconds())
+
+	m2 := run.Boot(ctx, s, ColdMode, "boot2")
+	done, err := m2.WaitFirstboot(ctx, bootBudget+firstbootBudget)
+	if err != nil {
+		t.Fatalf("scenario 3 (after the power cut): %v", err)
+	}
+	run.Report(ctx, m2, fmt.Sprintf("scenario 3, the boot after a power cut during kubeadm init (%s)", ColdMode), done)
+	if _, ok := m2.Console.First(regexp.MustCompile(`step kubeadm-init \(\d+/\d+\): interrupted in an earlier run`)); !ok {
+		t.Errorf("scenario 3: firstboot did not report kubeadm-init as interrupted by the power cut")
+	}
+	_, errs := m2.CheckCluster(ctx, s.Site)
+	for _, err := range errs {
+		t.Errorf("scenario 3: %v", err)
+	}
+}
+
+func stepState(steps []status.StepReport, name string) string {
+	for _, s := range steps {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	return ""
+}
+
+// TestBootModes is scenario 4: the stick boots as a CD and as a USB disk,
+// under BIOS and UEFI, to firstboot.service, and answers SSH on the
+// restricted network. (Scenario 1 takes ColdMode all the way.)
+func TestBootModes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	s := stickFor(t, ctx)
+	for _, mode := range Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			run := NewRun(t, "mode-"+mode.String())
+			m := run.Boot(ctx, s, mode, "boot1")
+			l, err := m.WaitConsole(ctx, firstbootStarting, bootBudget)
+			if err != nil {
+				t.Fatalf("scenario 4 (%s): %v", mode, err)
+			}
+			if _, err := m.Connect(ctx, sshBudget); err != nil {
+				t.Fatalf("scenario 4 (%s): %v", mode, err)
+			}
+			t.Logf("scenario 4 (%s): firstboot.service started %.1fs after power-on, SSH answered at %.1fs", mode, l.At.Seconds(), m.Since().Seconds())
+		})
+	}
+}

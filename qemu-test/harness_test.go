@@ -1,0 +1,280 @@
+package qemutest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bootstick/bootstick/internal/qemu"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/status"
+)
+
+// The test site must load, carry the harness's key, point the bootstrap
+// machine at the QEMU NIC, and render the objects scenario 1 looks for.
+func TestSiteYAML(t *testing.T) {
+	_, _, line, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "site.yaml")
+	if err := os.WriteFile(path, []byte(SiteYAML(line)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := site.Load(path, site.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(s.SSHAuthorizedKeys, line) {
+		t.Errorf("sshAuthorizedKeys %v lack the harness key", s.SSHAuthorizedKeys)
+	}
+	if s.Bootstrap.Provisioning.Interface != qemu.NICName || !strings.HasPrefix(s.Bootstrap.Provisioning.Address, qemu.GuestAddress+"/") {
+		t.Errorf("provisioning %+v is not the QEMU NIC %s at %s", s.Bootstrap.Provisioning, qemu.NICName, qemu.GuestAddress)
+	}
+	keys, resources, err := SiteObjects(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"BareMetalHost/metal3/master-0", "BareMetalHost/metal3/worker-0",
+		"Secret/metal3/master-0-bmc-secret", "Secret/metal3/worker-0-bmc-secret",
+		"Secret/metal3/master-0-user-data",
+	} {
+		if !slices.Contains(keys, want) {
+			t.Errorf("rendered objects %v lack %s", keys, want)
+		}
+	}
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "Provisioning/") }) {
+		t.Errorf("rendered objects %v lack the Provisioning", keys)
+	}
+	for _, want := range []string{"secret", "baremetalhost.metal3.io"} {
+		if !slices.Contains(resources, want) {
+			t.Errorf("resources %v lack %s", resources, want)
+		}
+	}
+}
+
+func TestConsole(t *testing.T) {
+	c := &Console{changed: make(chan struct{})}
+	c.feed([]byte("\x1b[2J\x1b[1;1HSeaBIOS (version 1.16)\r\nBooting from DVD/CD...\npartial"), 2*time.Second)
+	c.feed([]byte(" line\n\n[   3.1] Linux version 6.1.0\n"), 5*time.Second)
+	got := c.Lines()
+	want := []Line{
+		{2 * time.Second, "SeaBIOS (version 1.16)"},
+		{2 * time.Second, "Booting from DVD/CD..."},
+		{5 * time.Second, "partial line"},
+		{5 * time.Second, "[   3.1] Linux version 6.1.0"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lines:\n%q\nwant\n%q", got, want)
+	}
+	if !strings.Contains(c.Tail(1), "5.0s | [   3.1] Linux version") || strings.Contains(c.Tail(1), "SeaBIOS") {
+		t.Errorf("Tail(1) = %q", c.Tail(1))
+	}
+
+	// Wait sees a line fed after it started, and honours from.
+	re := regexp.MustCompile(`firstboot: done in`)
+	res := make(chan Line, 1)
+	go func() {
+		l, err := c.Wait(context.Background(), re, c.Len(), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- l
+	}()
+	time.Sleep(50 * time.Millisecond)
+	c.feed([]byte("firstboot[1]: firstboot: done in 5m\n"), 9*time.Second)
+	select {
+	case l := <-res:
+		if l.At != 9*time.Second {
+			t.Errorf("Wait returned %+v", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not see the new line")
+	}
+	if _, err := c.Wait(context.Background(), re, c.Len(), closed()); err == nil {
+		t.Error("Wait after the last line on a stopped machine succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Wait(ctx, regexp.MustCompile("never"), 0, nil); err == nil {
+		t.Error("Wait for a missing line succeeded")
+	}
+}
+
+func closed() chan struct{} { c := make(chan struct{}); close(c); return c }
+
+// FollowConsole reads a file that grows.
+func TestFollowConsole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serial.log")
+	c := FollowConsole(path, time.Now())
+	defer c.Close()
+	if err := os.WriteFile(path, []byte("one\ntwo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * pollInterval)
+	f.WriteString(" three\n")
+	f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.Wait(ctx, regexp.MustCompile(`^two three$`), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.At <= 0 {
+		t.Errorf("line stamped %s", l.At)
+	}
+}
+
+func TestPulledRefs(t *testing.T) {
+	tests := []struct {
+		name, log string
+		want      []string
+		wantErr   bool
+	}{
+		{"empty", "", []string{}, false},
+		{"tag pulls count, digests and failures do not", `{"method":"GET","ns":"registry.k8s.io","repo":"pause","kind":"manifest","reference":"3.10","status":200}
+{"method":"HEAD","ns":"registry.k8s.io","repo":"etcd","kind":"manifest","reference":"3.6.5-0","status":200}
+{"method":"GET","ns":"registry.k8s.io","repo":"etcd","kind":"manifest","reference":"sha256:0123","status":200}
+{"method":"GET","ns":"registry.k8s.io","repo":"coredns/coredns","kind":"manifest","reference":"v1.12.1","status":404}
+{"method":"GET","ns":"registry.k8s.io","repo":"pause","kind":"blob","digest":"sha256:aa","status":200}
+`, []string{"registry.k8s.io/etcd:3.6.5-0", "registry.k8s.io/pause:3.10"}, false},
+		{"garbage", "not json\n", []string{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := PulledRefs(tc.log)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if keys := sortedKeys(got); !slices.Equal(keys, tc.want) {
+				t.Errorf("got %v, want %v", keys, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuildTimeline(t *testing.T) {
+	on := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	ahead := 3 * time.Second // the guest's clock runs 3 s ahead
+	lines := []Line{
+		{1 * time.Second, "Loading /live/vmlinuz... ok"},
+		{9 * time.Second, "[    0.000000] Linux version 6.1.0-41-amd64"},
+		{80 * time.Second, "[   68.3] systemd[1]: systemd 252.39-1~deb12u2 running in system mode (+PAM)"},
+		{95 * time.Second, "[   89.1] echo[372]: bootstick: firstboot.service starting"},
+	}
+	rep := &status.Report{Steps: []status.StepReport{
+		{Name: "preflight", State: "done", Started: on.Add(100*time.Second + ahead), DurationSeconds: 1.5, Attempts: 1},
+		{Name: "kubeadm-init", State: "done", Started: on.Add(-time.Hour), DurationSeconds: 300, Attempts: 2},
+		{Name: "site", State: "pending"},
+	}}
+	tl := BuildTimeline("test", lines, rep, ahead, on)
+	byName := map[string]Row{}
+	for _, r := range tl.Rows {
+		byName[r.Name] = r
+	}
+	if r := byName["systemd"]; r.Start != 80*time.Second || r.Source != "console" {
+		t.Errorf("systemd row %+v", r)
+	}
+	if _, ok := byName["firstboot done"]; ok {
+		t.Error("a milestone the console never showed is in the table")
+	}
+	if r := byName["step preflight"]; r.Start != 100*time.Second || r.Duration != 1500*time.Millisecond || r.Earlier {
+		t.Errorf("preflight row %+v", r)
+	}
+	if r := byName["step kubeadm-init"]; !r.Earlier {
+		t.Errorf("a step from an earlier boot is not marked: %+v", r)
+	}
+	out := tl.String()
+	for _, want := range []string{"kernel", "   9.0s", "step preflight", "101.5s", "in an earlier boot", "step site"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCompareSnapshots(t *testing.T) {
+	before := Snapshot{"Node//n": "1", "Secret/metal3/a": "2", "BareMetalHost/metal3/h": "3"}
+	after := Snapshot{"Node//n": "1", "Secret/metal3/a": "9"}
+	errs := CompareSnapshots(before, after)
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "BareMetalHost/metal3/h is gone") || !strings.Contains(errs[1].Error(), "recreated") {
+		t.Errorf("errors %v", errs)
+	}
+	if errs := CompareSnapshots(before, before); len(errs) != 0 {
+		t.Errorf("same snapshot: %v", errs)
+	}
+}
+
+func TestHostKeysPin(t *testing.T) {
+	key := func() ssh.PublicKey {
+		pub, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := ssh.NewPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b := key(), key()
+	var h HostKeys
+	if err := h.check("", nil, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.check("", nil, a); err != nil {
+		t.Errorf("the same key again: %v", err)
+	}
+	if err := h.check("", nil, b); err == nil {
+		t.Error("a changed host key was accepted")
+	}
+}
+
+// A given ISO needs its key.
+func TestGivenStick(t *testing.T) {
+	dir := t.TempDir()
+	iso := filepath.Join(dir, "x.iso")
+	os.WriteFile(iso, []byte("x"), 0o644)
+	_, priv, _, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, priv, 0o600)
+	tests := []struct {
+		name, key, want string
+	}{
+		{"no key", "", "needs " + EnvSSHKey},
+		{"missing key", filepath.Join(dir, "nope"), "nope"},
+		{"not a key", iso, "not an unencrypted OpenSSH private key"},
+		{"good", keyFile, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSSHKey, tc.key)
+			s, err := givenStick(iso)
+			if tc.want == "" {
+				if err != nil || s.Signer == nil || s.ISO != iso {
+					t.Fatalf("givenStick: %+v, %v", s, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

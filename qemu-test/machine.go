@@ -1,0 +1,264 @@
+package qemutest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/bootstick/bootstick/internal/qemu"
+)
+
+// Mode is how the stick boots.
+type Mode struct {
+	Firmware qemu.Firmware
+	Media    qemu.Media
+}
+
+func (m Mode) String() string { return string(m.Firmware) + "-" + string(m.Media) }
+
+// Modes are the four ways a bootstrap machine boots the stick.
+var Modes = []Mode{{qemu.BIOS, qemu.CD}, {qemu.UEFI, qemu.CD}, {qemu.BIOS, qemu.USB}, {qemu.UEFI, qemu.USB}}
+
+// Guest resources: TCG runs each vCPU on a host thread, so two vCPUs are
+// two cores' worth; the control plane, etcd and the images want the RAM.
+const (
+	GuestCPUs      = 2
+	GuestMemoryMiB = 5120
+)
+
+// HostKeys pins the guest's SSH host key: the first machine on a data disk
+// records it, later ones (the reboots) must show the same.
+type HostKeys struct {
+	mu  sync.Mutex
+	key []byte
+}
+
+func (h *HostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.key == nil {
+		h.key = key.Marshal()
+		return nil
+	}
+	if !bytes.Equal(h.key, key.Marshal()) {
+		return errors.New("the guest's SSH host key changed between boots of one data disk")
+	}
+	return nil
+}
+
+// BootOptions describe one power-on.
+type BootOptions struct {
+	Mode Mode
+	// Dir holds this boot's serial log and firmware variables.
+	Dir string
+	// DataDisk is the data disk's file: created empty when missing, kept
+	// when it exists (a reboot).
+	DataDisk string
+	HostKeys *HostKeys
+}
+
+// Machine is one power-on of the stick.
+type Machine struct {
+	Mode    Mode
+	VM      *qemu.VM
+	Console *Console
+	PowerOn time.Time
+
+	port   int
+	signer ssh.Signer
+	keys   *HostKeys
+
+	mu     sync.Mutex
+	client *ssh.Client
+}
+
+// Boot powers a machine on: the stick as a CD or USB disk, the data disk,
+// and a restricted user network (no route out) whose only way in is SSH
+// on a loopback port.
+func Boot(ctx context.Context, s *Stick, o BootOptions) (*Machine, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if o.HostKeys == nil {
+		o.HostKeys = &HostKeys{}
+	}
+	start := time.Now()
+	vm, err := qemu.Start(ctx, qemu.Options{
+		Image: s.ISO, Media: o.Mode.Media, Firmware: o.Mode.Firmware, Dir: o.Dir,
+		MemoryMiB: GuestMemoryMiB, CPUs: GuestCPUs,
+		DataDisk: DataDiskSize, DataDiskFile: o.DataDisk,
+		HostPort: port, GuestPort: 22,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{Mode: o.Mode, VM: vm, Console: FollowConsole(vm.SerialLog, start), PowerOn: start,
+		port: port, signer: s.Signer, keys: o.HostKeys}, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Since is the time from power-on.
+func (m *Machine) Since() time.Duration { return time.Since(m.PowerOn) }
+
+// WaitConsole waits up to timeout for a console line matching re.
+func (m *Machine) WaitConsole(ctx context.Context, re *regexp.Regexp, timeout time.Duration) (Line, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return m.Console.Wait(ctx, re, 0, m.VM.Done())
+}
+
+// Connect logs in as root over SSH, retrying until timeout: sshd and the
+// guest's address come up some time after power-on.
+func (m *Machine) Connect(ctx context.Context, timeout time.Duration) (*ssh.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.client != nil {
+		if _, _, err := m.client.SendRequest("keepalive@bootstick", true, nil); err == nil {
+			return m.client, nil
+		}
+		m.client.Close()
+		m.client = nil
+	}
+	cfg := &ssh.ClientConfig{
+		User:            "root",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(m.signer)},
+		HostKeyCallback: m.keys.check,
+		Timeout:         15 * time.Second,
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(m.port))
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		c, err := ssh.Dial("tcp", addr, cfg)
+		if err == nil {
+			m.client = c
+			return c, nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("logging in as root over SSH (127.0.0.1:%d forwarded to the guest's port 22) for %s: %w", m.port, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("logging in over SSH: %w (last: %v)", ctx.Err(), last)
+		case <-m.VM.Done():
+			return nil, fmt.Errorf("the machine stopped before SSH came up (last: %v)", last)
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// Run runs a shell command in the guest as root and returns its stdout.
+// A failure carries stderr.
+func (m *Machine) Run(ctx context.Context, command string) (string, error) {
+	c, err := m.Connect(ctx, 30*time.Second)
+	if err != nil {
+		return "", err
+	}
+	s, err := c.NewSession()
+	if err != nil {
+		return "", fmt.Errorf("ssh session: %w", err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	done := make(chan error, 1)
+	go func() { done <- s.Run(command) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = s.Signal(ssh.SIGKILL)
+		return out.String(), fmt.Errorf("%s: %w", command, ctx.Err())
+	}
+	if err != nil {
+		return out.String(), fmt.Errorf("%s: %w\n%s", command, err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// disconnect drops the SSH connection (before a power-off).
+func (m *Machine) disconnect() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.client != nil {
+		m.client.Close()
+		m.client = nil
+	}
+}
+
+// PowerOff asks the guest to shut down cleanly (ACPI) and waits.
+func (m *Machine) PowerOff(timeout time.Duration) error {
+	m.disconnect()
+	err := m.VM.Shutdown(timeout)
+	m.Console.Close()
+	return err
+}
+
+// PowerCut stops the machine at once, as pulling the plug would: the guest
+// gets no chance to flush or stop anything.
+func (m *Machine) PowerCut() {
+	m.disconnect()
+	m.VM.Kill()
+	m.Console.Close()
+}
+
+// Diagnose is what a failed test prints: the last 100 console lines and
+// `firstboot status` from the guest (over SSH when it answers, else the
+// step lines firstboot wrote to the console).
+func (m *Machine) Diagnose(ctx context.Context) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "=== %s: last 100 console lines (%s from power-on, accel %s) ===\n%s",
+		m.Mode, m.Since().Round(time.Second), m.VM.Accel.Name, m.Console.Tail(100))
+	select {
+	case <-m.VM.Done():
+		b.WriteString("=== firstboot status: the machine is off; its console's step lines ===\n")
+		b.WriteString(m.consoleSteps())
+		return b.String()
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	if _, err := m.Connect(ctx, 20*time.Second); err != nil {
+		fmt.Fprintf(&b, "=== firstboot status: no SSH (%v); its console's step lines ===\n%s", err, m.consoleSteps())
+		return b.String()
+	}
+	out, err := m.Run(ctx, "firstboot status; systemctl --no-pager status firstboot.service | tail -n 20")
+	fmt.Fprintf(&b, "=== firstboot status (over SSH) ===\n%s", out)
+	if err != nil {
+		fmt.Fprintf(&b, "(%v)\n", err)
+	}
+	return b.String()
+}
+
+var stepLine = regexp.MustCompile(`firstboot|step [a-z-]+ \(\d+/\d+\)`)
+
+func (m *Machine) consoleSteps() string {
+	var b strings.Builder
+	for _, l := range m.Console.Lines() {
+		if stepLine.MatchString(l.Text) {
+			fmt.Fprintf(&b, "%7.1fs | %s\n", l.At.Seconds(), l.Text)
+		}
+	}
+	if b.Len() == 0 {
+		return "(firstboot wrote nothing to the console)\n"
+	}
+	return b.String()
+}
