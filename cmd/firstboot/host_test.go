@@ -87,11 +87,14 @@ func TestHostMode(t *testing.T) {
 		checkNothingLeft(t, h.data)
 	})
 
-	// Kill firstboot inside steps in turn: wait until the state file shows
-	// the next unfinished step running, then SIGKILL.
+	// Kill firstboot inside every step in turn: the test-only pause holds
+	// the target step just after it starts (recorded as running), even the
+	// fast ones; SIGKILL lands there.
 	killed := map[string]bool{}
-	for round := 0; round < 11; round++ {
+	for _, st := range (&env{}).steps() {
+		target := st.Name()
 		cmd := h.run()
+		cmd.Env = append(cmd.Env, testPauseEnv+"="+target)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -99,33 +102,22 @@ func TestHostMode(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		target := ""
-		var err error
 	poll:
 		for {
 			select {
-			case err = <-exited:
-				break poll
+			case err := <-exited:
+				t.Fatalf("run exited before step %s started: %v\n%s", target, err, tail(out.String(), 30))
 			case <-time.After(10 * time.Millisecond):
 			}
 			st, lerr := pipeline.LoadState(pipeline.StatePath(filepath.Join(h.data, "firstboot")))
 			if lerr != nil {
 				continue
 			}
-			for _, s := range st.Steps {
-				if s.State == pipeline.StateRunning && !killed[s.Name] {
-					target = s.Name
-					cmd.Process.Signal(syscall.SIGKILL)
-					<-exited
-					break poll
-				}
+			if r := st.Step(target); r != nil && r.State == pipeline.StateRunning {
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-exited
+				break poll
 			}
-		}
-		if target == "" {
-			if err != nil {
-				t.Fatalf("run failed: %v\n%s", err, out.String())
-			}
-			break // finished before we could kill it
 		}
 		killed[target] = true
 		before := h.state()

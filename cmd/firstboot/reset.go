@@ -54,10 +54,10 @@ func isLiveSystem() bool {
 // and reports them all at the end.
 func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) error {
 	// Refuse while a run is in progress.
-	if err := os.MkdirAll(p.State, 0o755); err != nil {
+	if err := os.MkdirAll(p.Run, 0o755); err != nil {
 		return err
 	}
-	lock, err := pipeline.AcquireLock(pipeline.LockPath(p.State))
+	lock, err := pipeline.AcquireLock(p.lock())
 	if err != nil {
 		return err
 	}

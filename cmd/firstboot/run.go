@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
+	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
@@ -51,6 +51,7 @@ func defaultPaths(data string) paths {
 }
 
 func (p paths) services() string         { return filepath.Join(p.Run, "services") }
+func (p paths) lock() string             { return filepath.Join(p.Run, "firstboot.lock") }
 func (p paths) containerdConfig() string { return filepath.Join(p.Etc, "containerd", "config.toml") }
 func (p paths) kubeadmConfig() string    { return filepath.Join(p.Etc, "kubeadm.yaml") }
 func (p paths) cniConfDir() string       { return filepath.Join(p.Etc, "cni", "net.d") }
@@ -80,6 +81,9 @@ type runOptions struct {
 	address      string
 	nodeName     string
 	registryAddr string
+	dataDisk     string
+	wipeDataDisk bool
+	ageIdentity  string
 	podSubnet    string
 	svcSubnet    string
 	timeout      time.Duration
@@ -100,6 +104,9 @@ func init() {
 			fs.StringVar(&o.address, "address", "", "the node's address (default: the address of the default route)")
 			fs.StringVar(&o.nodeName, "node-name", "", "the node's name (default: the host name)")
 			fs.StringVar(&o.registryAddr, "registry", "127.0.0.1:5000", "the bundle registry's loopback listen address")
+			fs.StringVar(&o.dataDisk, "data-disk", "", "appliance: the data disk (default: the site's bootstrap.dataDisk, else ours by label, else the first empty disk)")
+			fs.BoolVar(&o.wipeDataDisk, "wipe-data-disk", false, "appliance: erase the named data disk even when it holds data")
+			fs.StringVar(&o.ageIdentity, "age-identity", "", "age identity file for encrypted passwords (default: age/identity.txt on the data disk, when there)")
 			fs.StringVar(&o.podSubnet, "pod-subnet", "10.244.0.0/16", "the pod CIDR")
 			fs.StringVar(&o.svcSubnet, "service-subnet", "10.96.0.0/12", "the service CIDR")
 			fs.DurationVar(&o.timeout, "wait", 10*time.Minute, "how long to wait for the node to be ready")
@@ -136,6 +143,7 @@ type env struct {
 	log      *slog.Logger
 
 	// found by the steps
+	bundle     string // the bundle's folder (an ISO's is mounted)
 	layout     string
 	images     []string
 	registries []string
@@ -147,10 +155,10 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	case "host":
 	case "appliance":
 		if o.bundle == "" {
-			o.bundle = "/run/live/medium/bundle"
+			o.bundle = liveBundle
 		}
 	case "kind":
-		return errors.New("--mode kind: not implemented yet; it needs docker or podman, and the kind library wiring")
+		return kindMode()
 	default:
 		return cli.Usagef("--mode %q: use appliance, host or kind", o.mode)
 	}
@@ -174,7 +182,19 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if o.mode == "appliance" {
 		progress = pipeline.Multi(notifier, console)
 	}
-	r := &pipeline.Runner{Dir: p.State, Steps: e.steps(), Log: e.log, Progress: progress}
+	if o.mode == "appliance" {
+		// The state file lives on the data disk: mount it (if it is
+		// there already) before the runner reads the state.
+		if dev, found, err := datadisk.Attach(ctx, e.diskOptions()); err != nil {
+			e.log.Warn("mounting the data disk", "device", dev, "err", err)
+		} else if found {
+			e.log.Info("found the data disk", "device", dev)
+		}
+	}
+	if name := os.Getenv(testPauseEnv); name != "" {
+		progress = pipeline.Multi(progress, pauseIn(ctx, name, e.log))
+	}
+	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: e.steps(), Log: e.log, Progress: progress}
 	start := time.Now()
 	if err := r.Run(ctx); err != nil {
 		return err
@@ -182,6 +202,39 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	notifier.Ready("ready")
 	e.log.Info(fmt.Sprintf("firstboot: done in %s", time.Since(start).Round(100*time.Millisecond)))
 	return nil
+}
+
+// testPauseEnv names a step that pauses right after it starts (its state
+// recorded as running): the kill test sets it so that SIGKILL lands inside
+// even the steps that take milliseconds. Only tests set it.
+const testPauseEnv = "BOOTSTICK_TEST_PAUSE_STEP"
+
+func pauseIn(ctx context.Context, name string, log *slog.Logger) pipeline.Progress {
+	return pipeline.ProgressFunc(func(ev pipeline.Event) {
+		if ev.Step == name && ev.Phase == pipeline.PhaseStarted {
+			log.Warn("pausing for a test", "step", name, "env", testPauseEnv)
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Minute):
+			}
+		}
+	})
+}
+
+// kindMode would run the steps against a kind cluster. It needs a
+// container engine; without one it says which.
+func kindMode() error {
+	var found []string
+	for _, b := range []string{"docker", "podman"} {
+		if _, err := exec.LookPath(b); err == nil {
+			found = append(found, b)
+		}
+	}
+	if len(found) == 0 {
+		return errors.New("--mode kind needs a container engine: neither docker nor podman is in PATH " +
+			"(install docker.io or podman), or use --mode host, which needs none")
+	}
+	return fmt.Errorf("--mode kind: found %s, but kind mode is not built into this firstboot yet; use --mode host", strings.Join(found, " and "))
 }
 
 // step is a pipeline step made of functions over env.
@@ -295,37 +348,64 @@ func (e *env) preflight(ctx context.Context, pc *pipeline.Context) error {
 	return nil
 }
 
-// locateBundle finds the OCI layout and the images in it.
+// locateBundle finds the bundle (mounting an ISO), verifies it against its
+// lock and opens its OCI layout.
 func (e *env) locateBundle(ctx context.Context, pc *pipeline.Context) error {
-	return e.findBundle()
+	dir, err := e.bundleDir(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := verifyBundle(ctx, dir)
+	switch {
+	case errors.Is(err, errNoLock) && e.opts.mode != "appliance":
+		pc.Log.Warn("the bundle has no bundle.lock: not verified", "bundle", dir)
+	case errors.Is(err, errNoLock):
+		return fmt.Errorf("bundle %s has no bundle.lock: it cannot be verified", dir)
+	case err != nil:
+		return err
+	default:
+		pc.Log.Info(fmt.Sprintf("verified the bundle against its lock: %d files and %d blobs, %d MB in %s",
+			res.Files, res.Blobs, res.Bytes>>20, time.Since(start).Round(100*time.Millisecond)))
+	}
+	return e.findBundle(ctx)
 }
 
-func (e *env) findBundle() error {
+// findBundle finds the bundle's folder and opens its OCI layout; later
+// steps call it because on a resumed run the bundle step may be skipped.
+func (e *env) findBundle(ctx context.Context) error {
 	if e.layout != "" {
 		return nil
 	}
-	b := e.opts.bundle
-	fi, err := os.Stat(b)
+	dir, err := e.bundleDir(ctx)
 	if err != nil {
-		return fmt.Errorf("bundle %s: %w", b, err)
+		return err
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("bundle %s is a file: mounting an ISO is not implemented yet; mount it (mount -o loop,ro) and pass the mount point's bundle folder", b)
+	e.bundle = dir
+	layout := filepath.Join(dir, "registry")
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
+		layout = dir // the OCI layout itself, as the toolchain makes it
 	}
-	layout := filepath.Join(b, "registry")
-	if _, err := os.Stat(filepath.Join(b, "index.json")); err == nil {
-		layout = b // the OCI layout itself, as the toolchain makes it
+	e.layout = layout
+	if err := e.openLayout(); err != nil {
+		e.layout = ""
+		return err
 	}
-	srv, err := registry.Open(layout, registry.Options{})
+	return nil
+}
+
+// openLayout opens e.layout and lists its images and registries.
+func (e *env) openLayout() error {
+	srv, err := registry.Open(e.layout, registry.Options{})
 	if err != nil {
-		return fmt.Errorf("bundle %s: %w", b, err)
+		return fmt.Errorf("bundle: %w", err)
 	}
 	if bad := srv.Corrupted(); len(bad) > 0 {
-		return fmt.Errorf("bundle %s: corrupted manifest %s (%s)", b, bad[0].Digest, bad[0].Detail)
+		return fmt.Errorf("bundle %s: corrupted manifest %s (%s)", e.layout, bad[0].Digest, bad[0].Detail)
 	}
-	e.layout, e.images, e.registries = layout, srv.Images(), srv.Registries()
+	e.images, e.registries = srv.Images(), srv.Registries()
 	if len(e.images) == 0 {
-		return fmt.Errorf("bundle %s: its registry names no images (index.json annotation %s)", b, registry.AnnotationImageName)
+		return fmt.Errorf("bundle %s: its registry names no images (index.json annotation %s)", e.layout, registry.AnnotationImageName)
 	}
 	return nil
 }
@@ -341,17 +421,50 @@ func (e *env) findImage(name string) (registry.ImageRef, error) {
 	return registry.ImageRef{}, fmt.Errorf("the bundle has no %s image", name)
 }
 
-func (e *env) dataDisk(ctx context.Context, pc *pipeline.Context) error {
-	if e.opts.mode != "host" {
-		return errors.New("preparing the data disk on the appliance is not implemented yet")
+// binds are the folders kept on the data disk besides those firstboot
+// places there itself (etcd, containerd): target -> folder on the disk.
+var binds = map[string]string{
+	"/var/lib/kubelet": "kubelet",
+	"/etc/kubernetes":  "kubernetes",
+	"/etc/bootstick":   "etc",
+}
+
+func (e *env) diskOptions() datadisk.Options {
+	o := datadisk.Options{Mount: e.paths.Data, Binds: binds, Log: e.log, Wipe: e.opts.wipeDataDisk}
+	if src := datadisk.SourceOf("/run/live/medium"); src != "" {
+		o.Exclude = []string{datadisk.DiskOf(src), src}
 	}
-	return os.MkdirAll(e.paths.Data, 0o755)
+	return o
+}
+
+func (e *env) dataDisk(ctx context.Context, pc *pipeline.Context) error {
+	if e.opts.mode != "appliance" {
+		return os.MkdirAll(e.paths.Data, 0o755)
+	}
+	o := e.diskOptions()
+	o.Log = pc.Log
+	o.Device = e.opts.dataDisk
+	if o.Device == "" {
+		dev, err := e.siteDataDisk(ctx)
+		if err != nil {
+			return err
+		}
+		o.Device = dev
+	}
+	res, err := datadisk.Prepare(ctx, o)
+	if err != nil {
+		return err
+	}
+	if res.Formatted {
+		pc.Log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel)
+	}
+	return os.MkdirAll(e.paths.State, 0o755)
 }
 
 func (e *env) registryURL() string { return "http://" + e.opts.registryAddr }
 
 func (e *env) startRegistry(ctx context.Context, pc *pipeline.Context) error {
-	if err := e.findBundle(); err != nil {
+	if err := e.findBundle(ctx); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(e.paths.registryLog()), 0o755); err != nil {
@@ -360,7 +473,7 @@ func (e *env) startRegistry(ctx context.Context, pc *pipeline.Context) error {
 	self, _ := os.Executable()
 	err := e.services.Start(ctx, supervise.Service{
 		Name: registryService, Description: "bootstick bundle registry",
-		Command: []string{self, "registry", "--layout", e.layout, "--listen", e.opts.registryAddr,
+		Command: []string{self, "registry", "--layout", e.layout, "--listen", strings.Join(e.registryAddrs(ctx, pc.Log), ","),
 			"--access-log", e.paths.registryLog(), "--corrupt-file", e.paths.corruptFile()},
 	})
 	if err != nil {
@@ -383,7 +496,7 @@ func (e *env) registryUp(ctx context.Context, pc *pipeline.Context) (bool, error
 }
 
 func (e *env) startContainerd(ctx context.Context, pc *pipeline.Context) error {
-	if err := e.findBundle(); err != nil {
+	if err := e.findBundle(ctx); err != nil {
 		return err
 	}
 	pause, err := e.findImage("pause")
@@ -423,8 +536,8 @@ func (e *env) containerdUp(ctx context.Context, pc *pipeline.Context) (bool, err
 	return containerd.WaitReady(ctx, e.paths.containerd().Address, 2*time.Second) == nil, nil
 }
 
-func (e *env) kubeadmConfig() (kubeadm.Config, error) {
-	if err := e.findBundle(); err != nil {
+func (e *env) kubeadmConfig(ctx context.Context) (kubeadm.Config, error) {
+	if err := e.findBundle(ctx); err != nil {
 		return kubeadm.Config{}, err
 	}
 	api, err := e.findImage("kube-apiserver")
@@ -475,7 +588,7 @@ func defaultAddress() (string, error) {
 }
 
 func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
-	kc, err := e.kubeadmConfig()
+	kc, err := e.kubeadmConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -585,7 +698,7 @@ func (e *env) apiserverReady(ctx context.Context, pc *pipeline.Context) (bool, e
 			return false, nil
 		}
 	}
-	kc, err := e.kubeadmConfig()
+	kc, err := e.kubeadmConfig(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -656,41 +769,6 @@ func (e *env) cni(ctx context.Context, pc *pipeline.Context) error {
 		return err
 	}
 	return atomicfile.Write(filepath.Join(dir, "10-bootstick.conflist"), cniConfig(e.opts.podSubnet), 0o644)
-}
-
-func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
-	dir := filepath.Join(e.opts.bundle, "manifests")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		pc.Log.Info("the bundle has no manifests folder; nothing to apply", "folder", dir)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var files []string
-	for _, en := range entries {
-		if !en.IsDir() && (strings.HasSuffix(en.Name(), ".yaml") || strings.HasSuffix(en.Name(), ".yml")) {
-			files = append(files, filepath.Join(dir, en.Name()))
-		}
-	}
-	slices.Sort(files)
-	for _, f := range files {
-		if _, err := e.kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=bootstick", "-f", f); err != nil {
-			return err
-		}
-		pc.Log.Info("applied", "manifest", f)
-	}
-	// TODO(issue 4): wait for each manifest's workloads to be ready.
-	return nil
-}
-
-func (e *env) site(ctx context.Context, pc *pipeline.Context) error {
-	if e.opts.site == "" {
-		pc.Log.Info("no --site given; nothing to provision")
-		return nil
-	}
-	return errors.New("the site step is not implemented yet (see the site issue)")
 }
 
 func (e *env) waitReady(ctx context.Context, pc *pipeline.Context) error {

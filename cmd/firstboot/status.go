@@ -5,9 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/sitestep"
 	"github.com/bootstick/bootstick/internal/status"
 )
 
@@ -42,7 +49,7 @@ func buildStatus(p paths) (status.Report, error) {
 		return status.Report{}, err
 	}
 	in := status.Input{State: st, Hints: stepHints}
-	lock := pipeline.LockPath(p.State)
+	lock := p.lock()
 	if pipeline.Held(lock) {
 		in.Running, in.HolderPID = true, pipeline.LockHolder(lock)
 	}
@@ -54,5 +61,91 @@ func buildStatus(p paths) (status.Report, error) {
 		in.Problems = append(in.Problems, fmt.Sprintf("the bundle's registry refused corrupted blob %s (%s, image %s, file %s): the bundle is damaged; rebuild or re-copy it",
 			c.Digest, c.Detail, c.Image, c.Path))
 	}
-	return status.Build(in), nil
+	r := status.Build(in)
+	hosts, err := sitestep.ReadHosts(p.hostsFile())
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	if _, err := os.Stat(adminConf); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Cluster, r.Hosts = clusterStatus(ctx, hosts)
+	} else {
+		for _, h := range hosts {
+			r.Hosts = append(r.Hosts, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
+		}
+	}
+	return r, nil
+}
+
+// clusterStatus asks the API server about the node, the pods that are not
+// ready and the BareMetalHosts, merged with the site's hosts.
+func clusterStatus(ctx context.Context, hosts []sitestep.Host) (*status.Cluster, []status.Host) {
+	out := make([]status.Host, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
+	}
+	c := &status.Cluster{PodsNotReady: []string{}}
+	cfg, err := restConfig()
+	if err != nil {
+		c.Error = err.Error()
+		return c, out
+	}
+	cfg.Timeout = 4 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.Error = err.Error()
+		return c, out
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.Error = err.Error()
+		return c, out
+	}
+	for _, n := range nodes.Items {
+		c.Node = n.Name
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				c.NodeReady = cond.Status == corev1.ConditionTrue
+			}
+		}
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.Error = err.Error()
+		return c, out
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		ready := false
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			c.PodsNotReady = append(c.PodsNotReady, fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, p.Status.Phase))
+		}
+	}
+	if len(hosts) > 0 {
+		states, err := render.HostStates(ctx, cfg)
+		if err != nil {
+			c.Error = err.Error()
+			return c, out
+		}
+		byName := map[string]render.HostState{}
+		for _, s := range states {
+			byName[s.Name] = s
+		}
+		for i := range out {
+			if s, ok := byName[out[i].Name]; ok {
+				out[i].State, out[i].Error = s.State, s.Error
+			} else {
+				out[i].Error = "no BareMetalHost"
+			}
+		}
+	}
+	return c, out
 }

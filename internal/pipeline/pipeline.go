@@ -84,8 +84,12 @@ func Multi(ps ...Progress) Progress {
 
 // Runner runs steps with a state file in Dir.
 type Runner struct {
-	// Dir holds the state file (state.json) and the lock (lock).
-	Dir      string
+	// Dir holds the state file (state.json) and, unless LockFile is set,
+	// the lock (lock).
+	Dir string
+	// LockFile is the lock; default LockPath(Dir). A state folder that a
+	// step may mount over (the data disk) needs a lock elsewhere.
+	LockFile string
 	Steps    []Step
 	Log      *slog.Logger // default slog.Default()
 	Progress Progress     // may be nil
@@ -129,7 +133,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return fmt.Errorf("creating state folder: %w", err)
 	}
-	lock, err := AcquireLock(LockPath(r.Dir))
+	lockPath := r.LockFile
+	if lockPath == "" {
+		lockPath = LockPath(r.Dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		return fmt.Errorf("creating lock folder: %w", err)
+	}
+	lock, err := AcquireLock(lockPath)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
@@ -93,6 +94,10 @@ func SaveState(path string, s *State) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
+	}
+	// A step may have mounted a fresh file system over the folder.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("writing state: %w", err)
 	}
 	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -21,6 +22,32 @@ type Report struct {
 	LastError *ErrorReport `json:"lastError,omitempty"`
 	// Problems are other things found wrong, e.g. corrupted blobs.
 	Problems []string `json:"problems,omitempty"`
+	// Cluster is the node and its pods; nil before kubeadm init.
+	Cluster *Cluster `json:"cluster,omitempty"`
+	// Hosts are the site's hosts with their provisioning state.
+	Hosts []Host `json:"hosts,omitempty"`
+}
+
+// Cluster is what the API server says about the node and its pods.
+type Cluster struct {
+	// Error is set when the API server could not be asked.
+	Error string `json:"error,omitempty"`
+	Node  string `json:"node,omitempty"`
+	// NodeReady is the node's Ready condition.
+	NodeReady bool `json:"nodeReady"`
+	// PodsNotReady are namespace/name (phase) of every pod not ready.
+	PodsNotReady []string `json:"podsNotReady"`
+}
+
+// Host is one site host: from the site (name, BMC without credentials,
+// boot MAC) and from its BareMetalHost (state, error).
+type Host struct {
+	Name  string `json:"name"`
+	Role  string `json:"role,omitempty"`
+	BMC   string `json:"bmc"`
+	MAC   string `json:"mac"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 }
 
 // StepReport is one step.
@@ -146,6 +173,40 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "\nproblem: %s\n", p)
+	}
+	if c := r.Cluster; c != nil {
+		b.WriteString("\n")
+		switch {
+		case c.Error != "":
+			fmt.Fprintf(&b, "cluster: not reachable: %s\n", c.Error)
+		default:
+			ready := "NotReady"
+			if c.NodeReady {
+				ready = "Ready"
+			}
+			fmt.Fprintf(&b, "node %s: %s\n", c.Node, ready)
+			if len(c.PodsNotReady) == 0 {
+				b.WriteString("pods: all ready\n")
+			} else {
+				fmt.Fprintf(&b, "pods not ready (%d):\n", len(c.PodsNotReady))
+				for _, p := range c.PodsNotReady {
+					fmt.Fprintf(&b, "  %s\n", p)
+				}
+			}
+		}
+	}
+	if len(r.Hosts) > 0 {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tERROR")
+		for _, h := range r.Hosts {
+			state := h.State
+			if state == "" {
+				state = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, h.Error)
+		}
+		tw.Flush()
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

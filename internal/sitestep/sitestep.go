@@ -1,0 +1,182 @@
+// Package sitestep is firstboot's site step: load the site file, keep the
+// SSH key pair (and, when there, the age identity) on the data disk, render
+// the site's objects and apply them idempotently, then report each
+// BareMetalHost's provisioning state. Nothing it logs, returns or writes
+// besides the key files carries a secret.
+package sitestep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+)
+
+// Options are the site step's inputs.
+type Options struct {
+	// Site is the site file.
+	Site string
+	// Images are the bundle's OS images (nil: no bundle known).
+	Images []site.BundledImage
+	// KeyDir keeps the SSH key pair (made there, 0600, when missing).
+	KeyDir string
+	// AgeIdentity is an age identity file; used when it exists.
+	AgeIdentity string
+	// ImageBaseURL is where bundled OS images are served; default from the site.
+	ImageBaseURL string
+	Log          *slog.Logger
+}
+
+// Host is what status shows of a host besides its live state: nothing
+// secret (the BMC address without any user information).
+type Host struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	BMC  string `json:"bmc"`
+	MAC  string `json:"mac"`
+}
+
+// Load reads and validates the site with the age identity, when there is one.
+func Load(o Options) (*site.Site, error) {
+	opts := site.Options{BundledImages: o.Images}
+	if o.AgeIdentity != "" {
+		if _, err := os.Stat(o.AgeIdentity); err == nil {
+			ids, err := site.LoadIdentities(o.AgeIdentity)
+			if err != nil {
+				return nil, err
+			}
+			opts.Identities = ids
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("reading age identity: %w", err)
+		}
+	}
+	return site.Load(o.Site, opts)
+}
+
+// Apply loads the site, renders it with the data disk's SSH key and
+// applies every object with server-side apply. Applying again changes
+// nothing. It returns the hosts for status.
+func Apply(ctx context.Context, cfg *rest.Config, o Options) ([]Host, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := Load(o)
+	if err != nil {
+		return nil, err
+	}
+	key, created, err := sshkeys.LoadOrGenerate(o.KeyDir)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("generated the hosts' SSH key pair", "dir", o.KeyDir, "public", key.Public)
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL})
+	if err != nil {
+		return nil, err
+	}
+	if err := render.Apply(ctx, cfg, objs); err != nil {
+		return nil, fmt.Errorf("applying the site's objects: %w", err)
+	}
+	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
+	hosts := make([]Host, 0, len(s.Hosts))
+	for _, h := range s.Hosts {
+		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: safeURL(h.BMC.Address), MAC: h.BootMACAddress})
+	}
+	return hosts, nil
+}
+
+// safeURL drops user information from a BMC address.
+func safeURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
+
+// Watch polls the BareMetalHosts until each has a provisioning state or
+// until wait passes, logging every change. Without a baremetal-operator
+// the states stay empty: that is reported, not an error.
+func Watch(ctx context.Context, cfg *rest.Config, wait time.Duration, log *slog.Logger) ([]render.HostState, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	deadline := time.Now().Add(wait)
+	last := map[string]string{}
+	for {
+		states, err := render.HostStates(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		all := true
+		for _, h := range states {
+			st := h.State + "/" + h.Error
+			if last[h.Name] != st {
+				last[h.Name] = st
+				log.Info("host", "name", h.Name, "state", orNone(h.State), "error", h.Error)
+			}
+			if h.State == "" {
+				all = false
+			}
+		}
+		if all || time.Now().After(deadline) {
+			return states, nil
+		}
+		select {
+		case <-ctx.Done():
+			return states, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none yet)"
+	}
+	return s
+}
+
+// WriteHosts records the hosts for status, atomically.
+func WriteHosts(path string, hosts []Host) error {
+	data, err := json.MarshalIndent(hosts, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, append(data, '\n'), 0o644)
+}
+
+// ReadHosts reads what WriteHosts wrote; a missing file is no hosts.
+func ReadHosts(path string) ([]Host, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hosts []Host
+	if err := json.Unmarshal(data, &hosts); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hosts, nil
+}

@@ -1,0 +1,159 @@
+package sitestep
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootstick/bootstick/internal/kubetest"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/manifests"
+)
+
+func writeSite(t *testing.T, dir string, n int) (string, []string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`apiVersion: bootstick.dev/v1alpha1
+kind: Site
+bootstrap:
+  provisioning:
+    interface: eno2
+    address: 172.22.0.1/24
+    dhcpRange: {start: 172.22.0.10, end: 172.22.0.100}
+  dataDisk: /dev/vdb
+cluster:
+  name: test
+hosts:
+`)
+	var pws []string
+	for i := range n {
+		role := "worker"
+		if i == 0 {
+			role = "master"
+		}
+		pw := fmt.Sprintf("S3cret-PW-%d-xyzzy", i)
+		pws = append(pws, pw)
+		bmc := fmt.Sprintf("ipmi://10.10.1.%d:623", i+1)
+		if i%2 == 1 {
+			bmc = fmt.Sprintf("redfish://10.10.1.%d/redfish/v1/Systems/1", i+1)
+		}
+		fmt.Fprintf(&b, `- name: host-%d
+  role: %s
+  bmc:
+    address: %s
+    credentials: {username: admin, password: %s}
+  bootMACAddress: 52:54:00:00:02:%02x
+  image: {url: "http://172.22.0.1:6180/images/os.qcow2", checksum: %s}
+  requirements: {cpu: 4, memory: 8Gi}
+`, i, role, bmc, pw, i, strings.Repeat("ab", 32))
+	}
+	p := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, pws
+}
+
+// Against a real kube-apiserver with the manifests installed: the site step
+// applies three hosts, keeps the SSH key 0600 in its folder, applies again
+// with the same key and changes nothing, reports every host (with no
+// operator, no state), and never logs a password or the private key.
+func TestApplyTwiceAndWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
+	}
+	env := kubetest.Start(t)
+	ctx := context.Background()
+	if err := render.ApplyFS(ctx, env.Config, manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sitePath, pws := writeSite(t, dir, 3)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh"), AgeIdentity: filepath.Join(dir, "age", "identity.txt"), Log: log}
+
+	hosts, err := Apply(ctx, env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 3 || hosts[1].BMC != "redfish://10.10.1.2/redfish/v1/Systems/1" || hosts[2].MAC != "52:54:00:00:02:02" {
+		t.Fatalf("hosts = %+v", hosts)
+	}
+	priv := filepath.Join(o.KeyDir, "id_ed25519")
+	fi, err := os.Stat(priv)
+	if err != nil {
+		t.Fatalf("no private key on the data disk: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode %v, want 0600", fi.Mode().Perm())
+	}
+	key, _ := os.ReadFile(priv)
+
+	states1, err := Watch(ctx, env.Config, 2*time.Second, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states1) != 3 {
+		t.Fatalf("%d host states, want 3", len(states1))
+	}
+	rv := resourceVersions(t, ctx, env)
+
+	if _, err := Apply(ctx, env.Config, o); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(priv); !bytes.Equal(again, key) {
+		t.Error("the SSH key changed on the second apply")
+	}
+	if rv2 := resourceVersions(t, ctx, env); rv2 != rv {
+		t.Errorf("a second apply changed objects:\n%s\n---\n%s", rv, rv2)
+	}
+
+	hostsFile := filepath.Join(dir, "hosts.json")
+	if err := WriteHosts(hostsFile, hosts); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadHosts(hostsFile)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("ReadHosts = %v, %v", got, err)
+	}
+	written, _ := os.ReadFile(hostsFile)
+	for _, needle := range render.LeakNeedles(pws, key) {
+		if strings.Contains(logs.String(), needle) {
+			t.Errorf("a secret is in the log: %q", needle)
+		}
+		if strings.Contains(string(written), needle) {
+			t.Errorf("a secret is in the hosts file: %q", needle)
+		}
+	}
+}
+
+func resourceVersions(t *testing.T, ctx context.Context, env *kubetest.Env) string {
+	t.Helper()
+	var b strings.Builder
+	secrets, err := env.Client.CoreV1().Secrets(render.Namespace).List(ctx, metav1ListOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		fmt.Fprintf(&b, "secret %s %s\n", s.Name, s.ResourceVersion)
+	}
+	states, err := render.HostStates(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range states {
+		fmt.Fprintf(&b, "bmh %s %s\n", h.Name, h.BootMACAddress)
+	}
+	return b.String()
+}
+
+func metav1ListOptions() metav1.ListOptions { return metav1.ListOptions{} }
