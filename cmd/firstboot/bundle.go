@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cas"
@@ -57,7 +60,12 @@ func (e *env) bundleDir(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "mount", "-t", "iso9660", "-o", "loop,ro", abs, mnt).CombinedOutput()
 	if err != nil {
 		os.Remove(mnt)
-		return "", fmt.Errorf("mounting bundle %s read-only at %s: %w: %s", b, mnt, err, strings.TrimSpace(string(out)))
+		if !strings.Contains(string(out), "unknown filesystem type") {
+			return "", fmt.Errorf("mounting bundle %s read-only at %s: %w: %s", b, mnt, err, strings.TrimSpace(string(out)))
+		}
+		// This kernel cannot mount ISO 9660 (no isofs): copy /bundle out
+		// of the image instead, once.
+		return e.extractBundle(abs)
 	}
 	dir := filepath.Join(mnt, "bundle")
 	if _, err := os.Stat(filepath.Join(dir, "bundle.lock")); err != nil {
@@ -194,4 +202,56 @@ feed:
 			dir, len(problems), strings.Join(problems, "; "))
 	}
 	return res, nil
+}
+
+// extractBundle copies the ISO's /bundle to the data folder with go-diskfs,
+// for kernels without ISO 9660 support. The copy is made in a temporary
+// folder and renamed, so a killed copy is never taken for a whole one.
+func (e *env) extractBundle(iso string) (string, error) {
+	dst := filepath.Join(e.paths.Data, "iso-bundle")
+	if _, err := os.Stat(filepath.Join(dst, "bundle.lock")); err == nil {
+		return dst, nil
+	}
+	d, err := diskfs.Open(iso, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		return "", fmt.Errorf("opening bundle %s: %w", iso, err)
+	}
+	defer d.Close()
+	fsys, err := d.GetFilesystem(0)
+	if err != nil {
+		return "", fmt.Errorf("bundle %s: not an ISO 9660 image: %w", iso, err)
+	}
+	tmp := dst + ".tmp"
+	os.RemoveAll(tmp)
+	err = fs.WalkDir(fsys, "bundle", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(tmp, strings.TrimPrefix(p, "bundle"))
+		if de.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		in, err := fsys.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, in); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("copying /bundle out of %s: %w", iso, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return "", fmt.Errorf("copying /bundle out of %s: %w", iso, err)
+	}
+	return dst, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/iso"
 	"github.com/bootstick/bootstick/internal/registry"
 )
 
@@ -110,5 +111,45 @@ func TestBundleDirErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("bundleDir(%s) = %v, want %q", c.bundle, err, c.want)
 		}
+	}
+}
+
+// --bundle X.iso: the ISO's /bundle is mounted read-only (or, on a kernel
+// without ISO 9660, copied out) and verifies; a second call finds the
+// first's work.
+func TestBundleFromISO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loop-mounts an ISO (root)")
+	}
+	dir, _ := smallBundle(t)
+	tree := t.TempDir()
+	if err := os.Rename(dir, filepath.Join(tree, "bundle")); err != nil {
+		t.Fatal(err)
+	}
+	isoPath := filepath.Join(t.TempDir(), "b.iso")
+	if err := iso.Write(context.Background(), iso.Options{Tree: tree, Output: isoPath, Label: "BOOTSTICK"}); err != nil {
+		t.Fatal(err)
+	}
+	p := defaultPaths(t.TempDir())
+	p.Run = t.TempDir()
+	e := &env{opts: runOptions{bundle: isoPath, mode: "appliance"}, paths: p}
+	got, err := e.bundleDir(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mountedAt(p.isoMount()) {
+			unmount(p.isoMount())
+		}
+	})
+	if _, err := verifyBundle(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.bundleDir(context.Background())
+	if err != nil || again != got {
+		t.Errorf("second bundleDir = %s, %v; want %s", again, err, got)
+	}
+	if err := e.findBundle(context.Background()); err != nil || len(e.images) != 1 {
+		t.Errorf("findBundle: %v, images %v", err, e.images)
 	}
 }
