@@ -37,8 +37,11 @@ func TestSiteYAML(t *testing.T) {
 	if !slices.Contains(s.SSHAuthorizedKeys, line) {
 		t.Errorf("sshAuthorizedKeys %v lack the harness key", s.SSHAuthorizedKeys)
 	}
-	if s.Bootstrap.Provisioning.Interface != qemu.NICName || !strings.HasPrefix(s.Bootstrap.Provisioning.Address, qemu.GuestAddress+"/") {
-		t.Errorf("provisioning %+v is not the QEMU NIC %s at %s", s.Bootstrap.Provisioning, qemu.NICName, qemu.GuestAddress)
+	if ext := s.Bootstrap.External; ext == nil || ext.Interface != qemu.NICName || !strings.HasPrefix(ext.Address, qemu.GuestAddress+"/") || ext.Gateway != qemu.GuestGateway {
+		t.Errorf("external %+v is not the QEMU user network's NIC %s at %s via %s", ext, qemu.NICName, qemu.GuestAddress, qemu.GuestGateway)
+	}
+	if s.Bootstrap.Provisioning.Interface != qemu.ProvisioningNICName {
+		t.Errorf("provisioning %+v is not on the second NIC %s", s.Bootstrap.Provisioning, qemu.ProvisioningNICName)
 	}
 	keys, resources, err := SiteObjects(path)
 	if err != nil {

@@ -59,20 +59,26 @@ const (
 // DataDiskSize is the size of the empty (sparse) data disk.
 const DataDiskSize = 8 << 30
 
-// SiteYAML is the test site: one NIC (the QEMU user network's, at slirp's
-// fixed guest address), the virtio data disk, and two hosts whose BMCs
-// are in a documentation range (nothing answers: the appliance must come
-// up anyway). authorizedKey is the harness's public key.
+// SiteYAML is the test site: the external network on the QEMU user
+// network's NIC at slirp's fixed guest address (its gateway leads nowhere:
+// restrict=on), the provisioning network on a second NIC alone on a hub,
+// the virtio data disk, and two hosts whose BMCs are in a documentation
+// range (nothing answers: the appliance must come up anyway).
+// authorizedKey is the harness's public key.
 func SiteYAML(authorizedKey string) string {
 	return fmt.Sprintf(`apiVersion: bootstick.dev/v1alpha1
 kind: Site
 bootstrap:
   provisioning:
+    interface: %[5]s
+    address: 172.22.0.1/24
+    dhcpRange:
+      start: 172.22.0.10
+      end: 172.22.0.100
+  external:
     interface: %[1]s
     address: %[2]s/%[3]d
-    dhcpRange:
-      start: 10.0.2.100
-      end: 10.0.2.120
+    gateway: %[6]s
   dataDisk: /dev/vda
 hosts:
 - name: master-0
@@ -86,7 +92,7 @@ hosts:
   rootDeviceHints:
     deviceName: /dev/sda
   image:
-    url: http://%[2]s:6180/images/test.qcow2
+    url: http://172.22.0.1:6180/images/test.qcow2
     checksum: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     format: qcow2
 - name: worker-0
@@ -99,14 +105,14 @@ hosts:
       password: qemu-test-worker-0
   bootMACAddress: 52:54:00:00:02:01
   image:
-    url: http://%[2]s:6180/images/test.qcow2
+    url: http://172.22.0.1:6180/images/test.qcow2
     checksum: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     format: qcow2
 cluster:
   name: qemu-test
 sshAuthorizedKeys:
 - %[4]s
-`, qemu.NICName, qemu.GuestAddress, qemu.GuestPrefix, authorizedKey)
+`, qemu.NICName, qemu.GuestAddress, qemu.GuestPrefix, authorizedKey, qemu.ProvisioningNICName, qemu.GuestGateway)
 }
 
 // NewKey makes an ed25519 key: its signer and its authorized_keys line.

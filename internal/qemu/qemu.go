@@ -170,11 +170,15 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 	}
 
 	if o.HostPort != 0 {
-		// A fixed PCI slot and MAC: the guest names the NIC NICName in
-		// every boot mode (a USB controller would shift a free slot).
+		// Fixed PCI slots and MACs: the guest names the NICs NICName and
+		// ProvisioningNICName in every boot mode (a USB controller would
+		// shift a free slot). The second NIC is the provisioning network:
+		// a hub with no other port, so nothing answers there.
 		args = append(args,
 			"-netdev", fmt.Sprintf("user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort),
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC))
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC),
+			"-netdev", "hubport,id=net1,hubid=1",
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=net1,addr=%#x,mac=%s", nicSlot+1, ProvisioningNICMAC))
 	} else {
 		args = append(args, "-nic", "none")
 	}
@@ -202,14 +206,16 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 
 // The restricted user network's NIC: its PCI slot gives the guest's
 // predictable name (ens16); slirp's fixed guest address, prefix and
-// gateway.
+// gateway. The provisioning NIC is in the next slot (ens17).
 const (
-	nicSlot      = 0x10
-	NICName      = "ens16"
-	NICMAC       = "52:54:00:b0:07:01"
-	GuestAddress = "10.0.2.15"
-	GuestPrefix  = 24
-	GuestGateway = "10.0.2.2"
+	nicSlot             = 0x10
+	NICName             = "ens16"
+	NICMAC              = "52:54:00:b0:07:01"
+	ProvisioningNICName = "ens17"
+	ProvisioningNICMAC  = "52:54:00:b0:07:02"
+	GuestAddress        = "10.0.2.15"
+	GuestPrefix         = 24
+	GuestGateway        = "10.0.2.2"
 )
 
 // dataDisk returns the data disk's file: a fresh sparse Dir/data.img, or

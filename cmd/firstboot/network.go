@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bootstick/bootstick/internal/cli"
+	"github.com/bootstick/bootstick/internal/hostnet"
+)
+
+// defaultSite is where mkusb build --site puts the site on the stick.
+const defaultSite = "/run/live/medium/bundle/site/site.yaml"
+
+func init() {
+	app.Register(cli.Command{
+		Name:  "network",
+		Usage: "network [--site FILE]",
+		Short: "give the bootstrap machine its site addresses (and default route) and let the site's SSH keys log in as root",
+		Flags: func(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
+			sitePath := fs.String("site", defaultSite, "the site file")
+			return func(ctx context.Context, args []string) error {
+				if err := cli.NoArgs(args); err != nil {
+					return err
+				}
+				data, err := os.ReadFile(*sitePath)
+				if os.IsNotExist(err) && *sitePath == defaultSite {
+					fmt.Fprintf(os.Stderr, "firstboot network: the stick carries no site (%s); nothing to configure\n", filepath.Dir(defaultSite))
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("reading site: %w", err)
+				}
+				c, err := hostnet.FromSite(*sitePath, data)
+				if err != nil {
+					return err
+				}
+				return hostnet.Apply(ctx, c, hostnet.Options{})
+			}
+		},
+	})
+}
