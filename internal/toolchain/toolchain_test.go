@@ -280,3 +280,59 @@ binaries:
 		t.Fatalf("etcdctl version printed %q, %v", out, err)
 	}
 }
+
+// TestChangedPinRebuildsOnlyWhatDependsOnIt changes one recipe's version:
+// that recipe and the image holding its binary rebuild; the other recipe
+// and image come from the cache.
+func TestChangedPinRebuildsOnlyWhatDependsOnIt(t *testing.T) {
+	twoRecipes := `apiVersion: bootstick.dev/v1alpha1
+kind: Recipes
+binaries:
+- name: hello
+  local: ./hello
+  version: "1.0"
+  ldflags: ["-X main.version={{.Version}}"]
+  packages: [.]
+- name: world
+  local: ./world
+  version: "WORLD"
+  ldflags: ["-X main.version={{.Version}}"]
+  packages: [.]
+images:
+- ref: example.test/hello:1.0
+  binaries: [hello]
+- ref: example.test/world:1.0
+  binaries: [world]
+`
+	files := helloFiles()
+	files["images/world/main.go"] = helloMain
+	f := writeRepo(t, strings.Replace(twoRecipes, "WORLD", "1.0", 1), files)
+	cache := t.TempDir()
+	first, err := build(t, f, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte(strings.Replace(twoRecipes, "WORLD", "1.1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := build(t, f, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		"recipe hello": false, "image example.test/hello:1.0": false,
+		"recipe world": true, "image example.test/world:1.0": true,
+	}
+	for step, built := range second.Manifest.Actions {
+		if built != want[step] {
+			t.Errorf("after changing world's pin: %s built=%v, want %v", step, built, want[step])
+		}
+	}
+	if first.Manifest.Images[0] != second.Manifest.Images[0] || first.Manifest.Images[1] == second.Manifest.Images[1] {
+		t.Errorf("image digests: before %v, after %v; want only world's to change", first.Manifest.Images, second.Manifest.Images)
+	}
+	out, err := exec.Command(second.Bin("world")).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "hello 1.1" {
+		t.Fatalf("bin/world printed %q, %v; want the new pin stamped", out, err)
+	}
+}
