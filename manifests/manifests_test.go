@@ -16,7 +16,7 @@ import (
 
 func TestFilesParseInOrder(t *testing.T) {
 	names := Files()
-	want := []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml", "20-rbac-baremetal-operator.yaml", "21-rbac-ironic.yaml", "22-rbac-bpa.yaml"}
+	want := []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml", "20-rbac-baremetal-operator.yaml", "21-rbac-ironic.yaml", "22-rbac-bpa.yaml", "30-bpa.yaml", "31-baremetal-operator.yaml", "32-ironic.yaml"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("Files() = %v, want %v", names, want)
 	}

@@ -78,6 +78,13 @@ func (k Kubernetes) FromToolchain() bool { return k.Recipes != "" }
 type Manifests struct {
 	// Dir is a folder of *.yaml files, relative to the bundle.
 	Dir string `yaml:"dir"`
+	// IfImagesPresent names files of Dir that ship only when the
+	// registry holds every image they reference (by name and digest);
+	// otherwise they are left out, and the lock and the build log say which
+	// image is missing. Every other manifest must find all its images (the
+	// completeness check), and no manifest may pin another digest than the
+	// registry's image of the same repository has.
+	IfImagesPresent []string `yaml:"ifImagesPresent,omitempty"`
 }
 
 // Packages are what compute nodes install: binaries of the Kubernetes
@@ -250,6 +257,22 @@ func (b *Bundle) Validate() field.ErrorList {
 		errs = append(errs, field.Required(mp, "the folder of manifests firstboot applies"))
 	} else if fi, err := os.Stat(b.Path(b.Manifests.Dir)); err != nil || !fi.IsDir() {
 		errs = append(errs, field.NotFound(mp, b.Manifests.Dir))
+	} else {
+		op := field.NewPath("manifests", "ifImagesPresent")
+		seenM := map[string]bool{}
+		for i, n := range b.Manifests.IfImagesPresent {
+			switch {
+			case !fileRE.MatchString(n) || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")):
+				errs = append(errs, field.Invalid(op.Index(i), n, "the name of a .yaml file in manifests.dir"))
+			case seenM[n]:
+				errs = append(errs, field.Duplicate(op.Index(i), n))
+			default:
+				if fi, err := os.Stat(filepath.Join(b.Path(b.Manifests.Dir), n)); err != nil || !fi.Mode().IsRegular() {
+					errs = append(errs, field.NotFound(op.Index(i), n+" (not in manifests.dir "+b.Manifests.Dir+")"))
+				}
+			}
+			seenM[n] = true
+		}
 	}
 
 	pp := field.NewPath("packages")

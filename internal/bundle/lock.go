@@ -54,7 +54,10 @@ type Lock struct {
 	Images    []LockedImage  `json:"images"`
 	Packages  LockedPackages `json:"packages"`
 	Manifests []LockedFile   `json:"manifests"`
-	Files     []LockedFile   `json:"files"`
+	// LeftOut are manifests of manifests.ifImagesPresent that do not ship
+	// because the registry lacks images they reference.
+	LeftOut []LeftOutManifest `json:"leftOut,omitempty"`
+	Files   []LockedFile      `json:"files"`
 	// Unresolved names entries that could not be pinned offline (a URL
 	// with no sha256, an image with no digest). A build resolves them
 	// online first; a --locked build refuses them.
@@ -288,6 +291,14 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		d, n, err := HashFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: manifests: %w", b.File, err)
+		}
+		missing, err := manifestImages(p, l.ImageRefs(), slices.Contains(b.Manifests.IfImagesPresent, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", b.File, err)
+		}
+		if len(missing) > 0 {
+			l.LeftOut = append(l.LeftOut, LeftOutManifest{Name: e.Name(), Missing: missing})
+			continue
 		}
 		rel, _ := filepath.Rel(b.Dir, p)
 		l.Manifests = append(l.Manifests, LockedFile{Name: e.Name(), Dest: "manifests", Source: SourceLocal, Path: filepath.ToSlash(rel), SHA256: d, Size: n})

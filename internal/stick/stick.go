@@ -212,6 +212,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res.Lock = lock
+	for _, m := range lock.LeftOut {
+		log.Warn("manifest left out: the bundle's registry lacks its images (manifests.ifImagesPresent)",
+			"manifest", m.Name, "missing", strings.Join(m.Missing, ", "))
+	}
 
 	unlock, err := o.Store.Lock(true)
 	if err != nil {
