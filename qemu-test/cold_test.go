@@ -145,7 +145,7 @@ func (r *Run) Boot(ctx context.Context, s *Stick, mode Mode, name string) *Machi
 	if err != nil {
 		r.t.Fatalf("%s: %v", mode, err)
 	}
-	r.t.Logf("%s %s: powered on (accel %s %s)", r.Name, name, m.VM.Accel.Name, m.VM.Accel.Why)
+	r.t.Logf("%s %s: powered on (accel %s %s); ssh -i %s -p %d root@127.0.0.1", r.Name, name, m.VM.Accel.Name, m.VM.Accel.Why, s.KeyFile, m.SSHPort())
 	r.mu.Lock()
 	r.machines = append(r.machines, m)
 	r.mu.Unlock()

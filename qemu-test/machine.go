@@ -115,6 +115,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// SSHPort is the loopback port forwarded to the guest's sshd.
+func (m *Machine) SSHPort() int { return m.port }
+
 // Since is the time from power-on.
 func (m *Machine) Since() time.Duration { return time.Since(m.PowerOn) }
 

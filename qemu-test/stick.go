@@ -42,8 +42,9 @@ type Stick struct {
 	// without BOOTSTICK_SITE).
 	Site string
 	// Signer logs in as root; the site's sshAuthorizedKeys hold its public
-	// half.
-	Signer ssh.Signer
+	// half. KeyFile is the private key (empty for a given ISO: EnvSSHKey).
+	Signer  ssh.Signer
+	KeyFile string
 	// BuildTime is how long mkusb build took (0 for a given ISO).
 	BuildTime time.Duration
 }
@@ -176,12 +177,17 @@ func buildStick(ctx context.Context, dir string, log io.Writer) (*Stick, error) 
 	if err != nil {
 		return nil, err
 	}
-	signer, _, line, err := NewKey()
+	signer, private, line, err := NewKey()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	// For a person looking into a running test machine:
+	// ssh -i DIR/id_ed25519 -p PORT root@127.0.0.1 (the port is logged).
+	if err := os.WriteFile(filepath.Join(dir, "id_ed25519"), private, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the test key: %w", err)
 	}
 	sitePath := filepath.Join(dir, "site.yaml")
 	if err := os.WriteFile(sitePath, []byte(SiteYAML(line)), 0o600); err != nil {
@@ -216,7 +222,7 @@ func buildStick(ctx context.Context, dir string, log io.Writer) (*Stick, error) 
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("mkusb build --site %s: %w", sitePath, err)
 	}
-	return &Stick{ISO: iso, Site: sitePath, Signer: signer, BuildTime: time.Since(start)}, nil
+	return &Stick{ISO: iso, Site: sitePath, Signer: signer, KeyFile: filepath.Join(dir, "id_ed25519"), BuildTime: time.Since(start)}, nil
 }
 
 func givenStick(iso string) (*Stick, error) {
@@ -235,5 +241,5 @@ func givenStick(iso string) (*Stick, error) {
 	if _, err := os.Stat(iso); err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvISO, err)
 	}
-	return &Stick{ISO: iso, Site: os.Getenv(EnvSite), Signer: signer}, nil
+	return &Stick{ISO: iso, Site: os.Getenv(EnvSite), Signer: signer, KeyFile: keyFile}, nil
 }
