@@ -160,6 +160,7 @@ func (r *Run) cleanup() {
 		if r.t.Failed() {
 			if last {
 				r.t.Log(m.Diagnose(context.Background()))
+				r.timeTable(m, fmt.Sprintf("%s (%s), failed", r.t.Name(), m.Mode))
 			}
 			if err := keepLog(m.VM.SerialLog, filepath.Join(r.logs, fmt.Sprintf("%s-%s-boot%d-serial.log", strings.ReplaceAll(r.t.Name(), "/", "_"), m.Mode, i+1))); err != nil {
 				r.t.Logf("keeping the serial log: %v", err)
@@ -199,7 +200,28 @@ func (r *Run) Report(ctx context.Context, m *Machine, title string, done Line) {
 	if err != nil {
 		r.t.Logf("time table: %v", err)
 	}
-	text := fmt.Sprintf("%s\n  firstboot finished %.1fs after power-on\n", tl, done.At.Seconds())
+	r.record(fmt.Sprintf("%s\n  firstboot finished %.1fs after power-on\n", tl, done.At.Seconds()))
+}
+
+// timeTable records what a failed boot got through, when its state file
+// can still be read.
+func (r *Run) timeTable(m *Machine, title string) {
+	select {
+	case <-m.VM.Done():
+		r.record(BuildTimeline(title, m.Console.Lines(), nil, 0, m.PowerOn).String())
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tl, err := m.Timeline(ctx, title)
+	if err != nil {
+		r.t.Logf("time table: %v", err)
+	}
+	r.record(tl.String())
+}
+
+func (r *Run) record(text string) {
 	r.t.Log("\n" + text)
 	if err := os.MkdirAll(r.logs, 0o755); err == nil {
 		f, err := os.OpenFile(filepath.Join(r.logs, "times.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
