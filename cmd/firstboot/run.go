@@ -712,13 +712,23 @@ func (e *env) apiserverReady(ctx context.Context, pc *pipeline.Context) (bool, e
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	// A control plane recorded as initialised is never initialised again
+	// because it is slow to answer (a busy or emulated machine): fail this
+	// run instead, and the next run (systemd restarts firstboot) checks
+	// again. Only an init that never finished is run again.
+	recordedDone := pc.Record.State == pipeline.StateDone
 	if err != nil {
+		if recordedDone {
+			return false, fmt.Errorf("the API server does not answer yet (%v); kubeadm init finished before, so it is not run again: try again when the node is less busy", err)
+		}
 		return false, nil
 	}
 	// kubeadm writes admin.conf and starts the API server long before its
 	// last phases (upload-config, bootstrap token, CoreDNS, kube-proxy):
 	// an API that answers is not a finished init. The addons come last.
-	_, err = e.kubectl(ctx, "get", "-n", "kube-system", "daemonset/kube-proxy", "deployment/coredns")
+	if _, err = e.kubectl(ctx, "get", "-n", "kube-system", "daemonset/kube-proxy", "deployment/coredns"); err != nil && recordedDone {
+		return false, fmt.Errorf("kubeadm init finished before, but its addons cannot be read (%v): not running it again", err)
+	}
 	return err == nil, nil
 }
 

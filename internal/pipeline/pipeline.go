@@ -165,7 +165,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		name := step.Name()
 		rec := st.Step(name)
-		pc := &Context{Log: log.With("step", name), Progress: progress, Index: i + 1, Total: n}
+		// Done sees the record as loaded, so it can tell a step recorded
+		// done (be sure before redoing it) from one never finished.
+		pc := &Context{Log: log.With("step", name), Progress: progress, Index: i + 1, Total: n, Record: *rec}
 		doner, hasDone := step.(Doner)
 
 		if rec.State == StateDone {

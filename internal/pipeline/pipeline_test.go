@@ -345,3 +345,34 @@ func TestSecondRunFailsWhileLocked(t *testing.T) {
 		t.Errorf("state changed under the running holder: %s", data)
 	}
 }
+
+// recordingDoner remembers the record state Done was shown.
+type recordingDoner struct {
+	fakeStep
+	seen []string
+}
+
+func (s *recordingDoner) Done(ctx context.Context, pc *Context) (bool, error) {
+	s.seen = append(s.seen, pc.Record.State)
+	return false, nil
+}
+
+// TestDoneSeesTheRecord: a Done check can tell a step recorded done (and
+// refuse to redo it on a doubt) from one that never finished.
+func TestDoneSeesTheRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := &recordingDoner{fakeStep: fakeStep{name: "init"}}
+	r := &Runner{Dir: dir, Steps: []Step{s}, Log: slog.New(slog.DiscardHandler)}
+	for i := 0; i < 2; i++ {
+		if err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// First run: never recorded, checked as it starts (running). Second:
+	// recorded done, checked before deciding to redo it, then again as the
+	// redo starts.
+	want := []string{StateRunning, StateDone, StateRunning}
+	if strings.Join(s.seen, ",") != strings.Join(want, ",") {
+		t.Fatalf("Done saw record states %v, want %v", s.seen, want)
+	}
+}
