@@ -114,6 +114,25 @@ type initConfiguration struct {
 		AdvertiseAddress string `yaml:"advertiseAddress"`
 		BindPort         int    `yaml:"bindPort"`
 	} `yaml:"localAPIEndpoint"`
+	Timeouts timeouts `yaml:"timeouts"`
+}
+
+// timeouts are kubeadm's waits. Its defaults (4 minutes for the control
+// plane to become healthy) are made for ordinary servers; an appliance may
+// boot on a slow or emulated machine, where the first start of etcd and the
+// API server takes longer. Under QEMU's TCG it took over 4 minutes.
+type timeouts struct {
+	ControlPlaneComponentHealthCheck string `yaml:"controlPlaneComponentHealthCheck"`
+	KubeletHealthCheck               string `yaml:"kubeletHealthCheck"`
+	KubernetesAPICall                string `yaml:"kubernetesAPICall"`
+	EtcdAPICall                      string `yaml:"etcdAPICall"`
+}
+
+var slowMachineTimeouts = timeouts{
+	ControlPlaneComponentHealthCheck: "20m0s",
+	KubeletHealthCheck:               "10m0s",
+	KubernetesAPICall:                "5m0s",
+	EtcdAPICall:                      "5m0s",
 }
 
 type imageMeta struct {
@@ -182,6 +201,7 @@ func Render(c Config) ([]byte, error) {
 	ic.NodeRegistration.KubeletExtraArgs = []arg{{"node-ip", c.AdvertiseAddress}}
 	ic.LocalAPIEndpoint.AdvertiseAddress = c.AdvertiseAddress
 	ic.LocalAPIEndpoint.BindPort = c.BindPort
+	ic.Timeouts = slowMachineTimeouts
 
 	var cc clusterConfiguration
 	cc.typeMeta = typeMeta{"kubeadm.k8s.io/v1beta4", "ClusterConfiguration"}
