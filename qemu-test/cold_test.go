@@ -66,7 +66,13 @@ func TestColdBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots the real stick in QEMU under TCG through a whole first boot (tens of minutes): integration tier")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
+	// Inside make test's 80-minute package timeout, with time left to
+	// print the diagnosis; the e2e reboot adds its own budget.
+	budget := 75 * time.Minute
+	if afterCold != nil {
+		budget += firstbootBudget
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	s := stickFor(t, ctx)
 	run := NewRun(t, "cold")
@@ -111,6 +117,10 @@ type Run struct {
 	DataDisk string
 	Keys     *HostKeys
 	logs     string
+	// life keeps the machines on until cleanup has diagnosed them (the
+	// test's own context ends first).
+	life     context.Context
+	stop     context.CancelFunc
 	mu       sync.Mutex
 	machines []*Machine
 }
@@ -121,7 +131,8 @@ func NewRun(t *testing.T, name string) *Run {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &Run{t: t, Name: name, Dir: dir, DataDisk: filepath.Join(dir, "data.img"), Keys: &HostKeys{}, logs: logsDir()}
+	life, stop := context.WithCancel(context.Background())
+	r := &Run{t: t, Name: name, Dir: dir, DataDisk: filepath.Join(dir, "data.img"), Keys: &HostKeys{}, logs: logsDir(), life: life, stop: stop}
 	t.Cleanup(r.cleanup)
 	return r
 }
@@ -141,7 +152,7 @@ func logsDir() string {
 // Boot powers on a machine on the run's data disk.
 func (r *Run) Boot(ctx context.Context, s *Stick, mode Mode, name string) *Machine {
 	r.t.Helper()
-	m, err := Boot(ctx, s, BootOptions{Mode: mode, Dir: filepath.Join(r.Dir, name), DataDisk: r.DataDisk, HostKeys: r.Keys})
+	m, err := Boot(r.life, s, BootOptions{Mode: mode, Dir: filepath.Join(r.Dir, name), DataDisk: r.DataDisk, HostKeys: r.Keys})
 	if err != nil {
 		r.t.Fatalf("%s: %v", mode, err)
 	}
@@ -170,6 +181,7 @@ func (r *Run) cleanup() {
 		}
 		m.PowerCut()
 	}
+	r.stop()
 	os.RemoveAll(r.Dir)
 }
 
