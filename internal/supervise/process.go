@@ -73,7 +73,9 @@ func (m *Process) Start(ctx context.Context, s Service) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if supervisorPID(m.pidFile(s.Name), s.Name) == cmd.Process.Pid {
+		// Ours, or one that was already starting and holds the service's
+		// lock (ours then leaves at once).
+		if supervisorPID(m.pidFile(s.Name), s.Name) > 0 {
 			return nil
 		}
 		select {
@@ -190,6 +192,20 @@ func RunSupervisor(dir, name string, command []string, log *slog.Logger) error {
 	// PDEATHSIG is per thread: keep this goroutine on one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+
+	// One supervisor per service: it holds NAME.lock for its whole life. A
+	// second one (started by a run that did not yet see the first's pid
+	// file, e.g. after the first run was killed) leaves at once instead of
+	// overwriting the pid file and orphaning the first.
+	lock, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("supervise %s: %w", name, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		log.Info("already supervised by another process; leaving", "service", name)
+		return nil
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

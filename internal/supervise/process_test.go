@@ -5,6 +5,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,4 +114,51 @@ func TestServiceValidation(t *testing.T) {
 			t.Errorf("Start(%+v) succeeded", s)
 		}
 	}
+}
+
+// TestOneSupervisorPerService starts two supervisors for one service at
+// once, as a killed run and its successor can: one is left, and Stop leaves
+// no process of the service behind.
+func TestOneSupervisorPerService(t *testing.T) {
+	m := testManager(t)
+	ctx := context.Background()
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		args := append(append([]string{}, m.SupervisorCommand[1:]...), "--dir", m.Dir, "--name", "racer", "--", "/bin/sleep", "1000")
+		cmd := exec.Command(m.SupervisorCommand[0], args...)
+		cmd.Env = append(os.Environ(), m.Env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	t.Cleanup(func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+		}
+	})
+	// One of them leaves at once; the other keeps the service running.
+	exited := make(chan *exec.Cmd, 2)
+	for _, c := range cmds {
+		go func() { c.Wait(); exited <- c }()
+	}
+	select {
+	case c := <-exited:
+		if !c.ProcessState.Success() {
+			t.Fatalf("the second supervisor exited with %v, want 0", c.ProcessState)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("both supervisors are still running")
+	}
+	waitFor(t, "the service", func() bool { return m.ChildPID("racer") > 0 })
+	child := m.ChildPID("racer")
+	if err := m.Stop(ctx, "racer"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the remaining supervisor did not stop")
+	}
+	waitFor(t, "the service to stop", func() bool { return !alive(child) })
 }
