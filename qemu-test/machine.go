@@ -232,7 +232,7 @@ func (m *Machine) Diagnose(ctx context.Context) string {
 		m.Mode, m.Since().Round(time.Second), m.VM.Accel.Name, m.Console.Tail(100))
 	select {
 	case <-m.VM.Done():
-		b.WriteString("=== firstboot status: the machine is off; its console's step lines ===\n")
+		fmt.Fprintf(&b, "=== firstboot status: the machine is off (QEMU: %s); its console's step lines ===\n", m.VM.ExitStatus())
 		b.WriteString(m.consoleSteps())
 		return b.String()
 	default:

@@ -311,6 +311,24 @@ func (vm *VM) Kill() {
 	<-vm.done
 }
 
+// ExitStatus says how QEMU ended (its wait status and stderr), or "" while
+// it runs.
+func (vm *VM) ExitStatus() string {
+	select {
+	case <-vm.done:
+	default:
+		return ""
+	}
+	status := "exit status 0"
+	if vm.waitErr != nil {
+		status = vm.waitErr.Error()
+	}
+	if e := strings.TrimSpace(vm.stderr.String()); e != "" {
+		status += ": " + e
+	}
+	return status
+}
+
 // Done is closed when the machine has exited.
 func (vm *VM) Done() <-chan struct{} { return vm.done }
 
