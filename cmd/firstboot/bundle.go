@@ -150,7 +150,7 @@ func verifyBundle(ctx context.Context, dir string) (verifyResult, error) {
 		go func() {
 			defer wg.Done()
 			for fp := range work {
-				got, n, err := bundle.HashFile(filepath.Join(dir, fp))
+				got, n, err := cas.HashFile(filepath.Join(dir, fp))
 				mu.Lock()
 				switch {
 				case err != nil:

@@ -40,7 +40,7 @@ func smallBundle(t *testing.T) (dir, layer string) {
 	os.WriteFile(filepath.Join(dir, "manifests", "00-ns.yaml"), manifest, 0o644)
 	lock := &bundle.Lock{APIVersion: config.APIVersion, Kind: bundle.LockKind,
 		Images:    []bundle.LockedImage{{Ref: ref, Digest: cas.Digest(d.String()), Source: "registry"}},
-		Manifests: []bundle.LockedFile{{Name: "00-ns.yaml", Dest: "manifests", Source: "local", SHA256: bundle.HashBytes(manifest)}}}
+		Manifests: []bundle.LockedFile{{Name: "00-ns.yaml", Dest: "manifests", Source: "local", SHA256: cas.DigestOf(manifest)}}}
 	if err := bundle.WriteLock(filepath.Join(dir, "bundle.lock"), lock); err != nil {
 		t.Fatal(err)
 	}

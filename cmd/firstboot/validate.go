@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -16,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/site"
 )
@@ -106,16 +106,11 @@ func imageDigest(path string) (string, error) {
 		}
 		return "", fmt.Errorf("reading bundle image digest %s.sha256: not a sha256sum line", path)
 	}
-	f, err := os.Open(path)
+	d, _, err := cas.HashFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading bundle image: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("reading bundle image %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return d.Hex(), nil
 }
 
 func init() {

@@ -137,7 +137,7 @@ func Parse(file string, data []byte) (*Bundle, error) {
 		return nil, fmt.Errorf("reading bundle %s: %w", file, err)
 	}
 	b.File, b.Dir = abs, filepath.Dir(abs)
-	b.Digest = digestOf(data)
+	b.Digest = cas.DigestOf(data)
 	b.defaults()
 	if err := doc.Problems(b.Validate()); err != nil {
 		return nil, err

@@ -3,12 +3,9 @@ package bundle
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -288,7 +285,7 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			continue
 		}
 		p := filepath.Join(mdir, e.Name())
-		d, n, err := HashFile(p)
+		d, n, err := cas.HashFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: manifests: %w", b.File, err)
 		}
@@ -390,7 +387,7 @@ func resolveFile(ctx context.Context, b *Bundle, r Resolver, f File, prev []Lock
 		if fi.Size() > MaxFileSize {
 			return lf, &TooLargeError{Where: where, File: p, Size: fi.Size()}
 		}
-		d, n, err := HashFile(p)
+		d, n, err := cas.HashFile(p)
 		if err != nil {
 			return lf, fmt.Errorf("bundle %s: %s: %w", b.File, where, err)
 		}
@@ -459,29 +456,6 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s: %s is %.2f GiB; an ISO 9660 file holds at most 4 GiB - 1 byte: compress it or split it", e.Where, e.File, float64(e.Size)/(1<<30))
-}
-
-// HashFile returns a file's sha256 and size.
-func HashFile(p string) (cas.Digest, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
-}
-
-// HashBytes is the sha256 digest of b.
-func HashBytes(b []byte) cas.Digest { return digestOf(b) }
-
-func digestOf(b []byte) cas.Digest {
-	s := sha256.Sum256(b)
-	return cas.Digest("sha256:" + hex.EncodeToString(s[:]))
 }
 
 // Marshal is the lock's file content: indented JSON, one trailing newline.

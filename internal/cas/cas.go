@@ -199,20 +199,35 @@ func (s *Store) PutFile(path string) (Digest, int64, error) {
 	return d, n, nil
 }
 
+// HashFile returns a file's sha256 digest and size.
+func HashFile(p string) (Digest, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
+}
+
+// DigestOf is the sha256 digest of b.
+func DigestOf(b []byte) Digest {
+	s := sha256.Sum256(b)
+	return Digest("sha256:" + hex.EncodeToString(s[:]))
+}
+
 // Verify re-hashes a stored blob. A blob that does not match its name is
 // removed, so the next run fetches or builds it again.
 func (s *Store) Verify(d Digest) error {
-	f, err := os.Open(s.BlobPath(d))
+	got, _, err := HashFile(s.BlobPath(d))
 	if err != nil {
 		return fmt.Errorf("blob %s: %w", d, err)
 	}
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("reading blob %s: %w", d, err)
-	}
-	if got := Digest("sha256:" + hex.EncodeToString(h.Sum(nil))); got != d {
+	if got != d {
 		os.Remove(s.BlobPath(d))
 		return fmt.Errorf("blob %s in cache %s is corrupt (it hashes to %s); removed it, run again to rebuild", d, s.Root, got)
 	}

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,17 +199,10 @@ loop:
 // commit hashes the finished download and moves it into the cache under
 // its digest, or removes it when it is not what was pinned.
 func (f *Fetcher) commit(part string, it Item) (cas.Digest, int64, error) {
-	fh, err := os.Open(part)
-	if err != nil {
-		return "", 0, fmt.Errorf("fetching %s: %w", it.URL, err)
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, fh)
-	fh.Close()
+	got, n, err := cas.HashFile(part)
 	if err != nil {
 		return "", 0, fmt.Errorf("fetching %s: reading the download: %w", it.URL, err)
 	}
-	got := cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
 	if it.SHA256 != "" && got != it.SHA256 {
 		os.Remove(part)
 		return "", 0, &MismatchError{URL: it.URL, Expected: it.SHA256, Got: got}

@@ -22,7 +22,7 @@ import (
 func benchEnv(b *testing.B) (*env, func() Options) {
 	data := bytes.Repeat([]byte("bootstick benchmark image "), 32<<20/26)
 	_, url := serve(b, map[string][]byte{"/node.raw": data})
-	e := newEnv(b, fmt.Sprintf("files: [{url: %q, sha256: %s}]\n", url+"/node.raw", bundle.HashBytes(data).Hex()))
+	e := newEnv(b, fmt.Sprintf("files: [{url: %q, sha256: %s}]\n", url+"/node.raw", cas.DigestOf(data).Hex()))
 	n := 0
 	return e, func() Options { n++; return e.options(fmt.Sprintf("b%d.iso", n)) }
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/cas"
 )
 
 // With --site the site is validated against the bundle (its bundled OS
@@ -42,7 +42,7 @@ func TestSiteEmbedded(t *testing.T) {
 	if got := mustRead(t, r.Output, "bundle/site/creds/worker-1.yaml"); string(got) != string(want) {
 		t.Errorf("credentials file not embedded")
 	}
-	if got := mustRead(t, r.Output, "bundle/os-images/ubuntu-22.04.raw.sha256"); !strings.HasPrefix(string(got), bundle.HashBytes([]byte("raw disk")).Hex()+"  ubuntu-22.04.raw") {
+	if got := mustRead(t, r.Output, "bundle/os-images/ubuntu-22.04.raw.sha256"); !strings.HasPrefix(string(got), cas.DigestOf([]byte("raw disk")).Hex()+"  ubuntu-22.04.raw") {
 		t.Errorf("sha256 file %q", got)
 	}
 }
@@ -66,7 +66,7 @@ func TestTrustOnFirstUseThenLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Lock.Files[0].SHA256 != bundle.HashBytes(data) || srv.gets["/extra.bin"] != 1 {
+	if r.Lock.Files[0].SHA256 != cas.DigestOf(data) || srv.gets["/extra.bin"] != 1 {
 		t.Fatalf("lock %+v gets %v", r.Lock.Files, srv.gets)
 	}
 	o := e.options("b.iso")

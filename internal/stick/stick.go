@@ -580,7 +580,7 @@ func buildLayer(ctx context.Context, o Options, l *bundle.Lock) (cas.Digest, err
 	files := map[string]string{}
 	inputs := map[string]any{"action": "layer/v1", "epoch": o.Epoch.Unix(), "level": l.OS.CompressionLevel}
 	if o.Firstboot != "" {
-		d, _, err := bundle.HashFile(o.Firstboot)
+		d, _, err := cas.HashFile(o.Firstboot)
 		if err != nil {
 			return "", fmt.Errorf("the firstboot binary: %w (build it: make bin/firstboot)", err)
 		}
@@ -663,7 +663,7 @@ func hashTree(dir string) (string, error) {
 			}
 			v += " -> " + t
 		case d.Type().IsRegular():
-			h, _, err := bundle.HashFile(p)
+			h, _, err := cas.HashFile(p)
 			if err != nil {
 				return err
 			}
@@ -692,7 +692,7 @@ func stageTree(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock,
 		if err := linkOrCopy(f.src, dst); err != nil {
 			return fmt.Errorf("staging live/%s: %w", f.name, err)
 		}
-		d, _, err := bundle.HashFile(dst)
+		d, _, err := cas.HashFile(dst)
 		if err != nil {
 			return err
 		}
@@ -712,7 +712,7 @@ func stageTree(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock,
 	}
 	*st = stats
 	if o.Site != "" {
-		d, _, err := bundle.HashFile(o.Site)
+		d, _, err := cas.HashFile(o.Site)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/completeness"
 	"github.com/bootstick/bootstick/internal/debs"
@@ -77,7 +76,7 @@ func (e *env) options(out string) Options {
 		Debs: func(ctx context.Context, names []string) ([]debs.Package, error) {
 			var out []debs.Package
 			for _, n := range names {
-				out = append(out, debs.Package{Name: n, Version: "1.0-1", Arch: "amd64", SHA256: bundle.HashBytes([]byte(n))})
+				out = append(out, debs.Package{Name: n, Version: "1.0-1", Arch: "amd64", SHA256: cas.DigestOf([]byte(n))})
 			}
 			return out, nil
 		},
@@ -288,7 +287,7 @@ func TestWrongSHA256(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("got %v", err)
 	}
-	got := bundle.HashBytes(img)
+	got := cas.DigestOf(img)
 	for _, want := range []string{url + "/node.qcow2", wrong, got.Hex()} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
@@ -309,7 +308,7 @@ func TestInterruptedBuildResumes(t *testing.T) {
 	srv, url := serve(t, map[string][]byte{"/a.raw": small, "/b.qcow2": big})
 	srv.cut["/b.qcow2"] = true
 	e := newEnv(t, fmt.Sprintf("files:\n- {url: %q, sha256: %s}\n- {url: %q, sha256: %s}\n",
-		url+"/a.raw", bundle.HashBytes(small).Hex(), url+"/b.qcow2", bundle.HashBytes(big).Hex()))
+		url+"/a.raw", cas.DigestOf(small).Hex(), url+"/b.qcow2", cas.DigestOf(big).Hex()))
 	if _, err := Build(context.Background(), e.options("a.iso")); err == nil {
 		t.Fatal("the interrupted build succeeded")
 	}
