@@ -147,6 +147,7 @@ type env struct {
 	layout     string
 	images     []string
 	registries []string
+	hasImage   func(ref string) bool // whether the bundle's registry serves ref
 	binDir     string
 }
 
@@ -403,7 +404,7 @@ func (e *env) openLayout() error {
 	if bad := srv.Corrupted(); len(bad) > 0 {
 		return fmt.Errorf("bundle %s: corrupted manifest %s (%s)", e.layout, bad[0].Digest, bad[0].Detail)
 	}
-	e.images, e.registries = srv.Images(), srv.Registries()
+	e.images, e.registries, e.hasImage = srv.Images(), srv.Registries(), srv.Has
 	if len(e.images) == 0 {
 		return fmt.Errorf("bundle %s: its registry names no images (index.json annotation %s)", e.layout, registry.AnnotationImageName)
 	}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bootstick/bootstick/internal/pipeline"
-	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sitestep"
 	"github.com/bootstick/bootstick/manifests"
@@ -154,10 +153,6 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 	if err != nil {
 		return err
 	}
-	have := map[string]bool{}
-	for _, img := range e.images {
-		have[img] = true
-	}
 	for _, n := range names {
 		if err := render.ApplyFS(ctx, cfg, fsys, []string{n}); err != nil {
 			return err
@@ -178,7 +173,7 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
 				return fmt.Errorf("manifest %s: Deployment %s: %w", n, o.GetName(), err)
 			}
-			if missing := missingImages(d, have); len(missing) > 0 {
+			if missing := missingImages(d, e.hasImage); len(missing) > 0 {
 				pc.Log.Warn("not waiting for a Deployment whose images the bundle lacks", "deployment", d.Namespace+"/"+d.Name, "images", missing)
 				continue
 			}
@@ -192,12 +187,11 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 	return nil
 }
 
-func missingImages(d appsv1.Deployment, have map[string]bool) []string {
+func missingImages(d appsv1.Deployment, has func(ref string) bool) []string {
 	var out []string
 	spec := d.Spec.Template.Spec
 	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
-		r, err := registry.ParseRef(c.Image)
-		if err != nil || !have[r.String()] {
+		if !has(c.Image) {
 			out = append(out, c.Image)
 		}
 	}

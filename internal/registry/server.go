@@ -121,6 +121,25 @@ func Open(dir string, opts Options) (*Server, error) {
 // Images lists the full references served, sorted.
 func (s *Server) Images() []string { return append([]string(nil), s.names...) }
 
+// Has reports whether the bundle serves the image a reference names: by
+// its tag, or by its digest within its own repository (name@sha256:...).
+func (s *Server) Has(ref string) bool {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return false
+	}
+	rp, ok := s.repos[repoKey{r.Registry, r.Repository}]
+	if !ok {
+		return false
+	}
+	if _, d, byDigest := strings.Cut(ref, "@"); byDigest {
+		_, ok = rp.manifests[d]
+	} else {
+		_, ok = rp.tags[r.Tag]
+	}
+	return ok
+}
+
 // Registries lists the upstream registries the layout holds images for.
 func (s *Server) Registries() []string {
 	seen := map[string]bool{}

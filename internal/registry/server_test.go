@@ -460,3 +460,34 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// TestHas answers what firstboot asks before it waits for a Deployment:
+// does the bundle serve this image, by tag or by digest?
+func TestHas(t *testing.T) {
+	fx := makeLayout(t)
+	s, err := Open(fx.dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fx.images[apiserverRef].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := fx.images[corednsRef].Digest()
+	for ref, want := range map[string]bool{
+		apiserverRef: true,
+		"registry.example/kube-apiserver@" + d.String():       true,
+		"registry.example/kube-apiserver:v9.9.9":              false,
+		"registry.example/kube-apiserver@" + other.String():   false, // another repository's digest
+		"registry.example/kube-apiserver@sha256:" + zeros(64): false,
+		"registry.example/nothing:v1":                         false,
+		"busybox:1.36":                                        true, // docker.io/library/ by default
+		"Not/A/Reference":                                     false,
+	} {
+		if got := s.Has(ref); got != want {
+			t.Errorf("Has(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}
+
+func zeros(n int) string { return strings.Repeat("0", n) }
