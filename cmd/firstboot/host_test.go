@@ -163,36 +163,85 @@ func TestHostMode(t *testing.T) {
 		t.Errorf("a run after success ran steps:\n%s", out)
 	}
 
-	// Every image of every kube-system pod came through the bundle's registry.
+	checkPulledThroughBundle(t, tc, defaultPaths(h.data))
+}
+
+// checkPulledThroughBundle asserts that every pod of every namespace runs,
+// that each container's image (the digest containerd resolved) is a
+// manifest the bundle's registry served, and that containerd asked for no
+// image the registry does not hold: nothing else was contacted.
+func checkPulledThroughBundle(t *testing.T, tc string, p paths) {
 	kubectl := filepath.Join(tc, "bin", "kubectl")
-	pods, err := exec.Command(kubectl, "--kubeconfig", adminConf, "get", "pods", "-n", "kube-system",
-		"-o", `jsonpath={range .items[*]}{.status.phase}{" "}{range .spec.containers[*]}{.image}{" "}{end}{"\n"}{end}`).CombinedOutput()
+	pods, err := exec.Command(kubectl, "--kubeconfig", adminConf, "get", "pods", "-A",
+		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{" "}{range .status.containerStatuses[*]}{.image}{"|"}{.imageID}{" "}{end}{"\n"}{end}`).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl: %v\n%s", err, pods)
 	}
-	pulled := pulledRefs(t, defaultPaths(h.data).registryLog())
+	served := servedManifests(t, p.registryLog())
+	namespaces := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(pods)), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "Running" {
-			t.Errorf("pod not running: %s", line)
+		if len(f) < 3 || f[1] != "Running" {
+			t.Errorf("pod not running (want every pod Running): %s", line)
 			continue
 		}
-		for _, img := range f[1:] {
-			r, err := registry.ParseRef(img)
-			if err != nil {
-				t.Errorf("pod image %s: %v", img, err)
+		namespaces[strings.Split(f[0], "/")[0]] = true
+		for _, c := range f[2:] {
+			img, id, _ := strings.Cut(c, "|")
+			_, digest, ok := strings.Cut(id, "@")
+			if !ok {
+				t.Errorf("pod %s: image %s has no repo digest (imageID %q)", f[0], img, id)
 				continue
 			}
-			if !pulled[r.String()] {
-				t.Errorf("pod image %s was not pulled through the bundle's registry (access log has %v)", img, pulled)
+			if !served[digest] {
+				t.Errorf("pod %s: image %s (%s) was not served by the bundle's registry", f[0], img, digest)
 			}
 		}
 	}
+	for _, ns := range []string{"kube-system", "bpa-system"} {
+		if !namespaces[ns] {
+			t.Errorf("no running pod in namespace %s", ns)
+		}
+	}
+
+	// containerd's own log: every image kubelet asked for is one the
+	// registry served, and no pull went anywhere else.
+	clog, err := os.ReadFile(filepath.Join("/run/bootstick/services", "bootstick-containerd.log"))
+	if err != nil {
+		t.Fatalf("containerd's log: %v", err)
+	}
+	pulls := 0
+	for _, line := range strings.Split(string(clog), "\n") {
+		if strings.Contains(line, "trying next host") || strings.Contains(line, "failed to resolve reference") {
+			t.Errorf("containerd tried a registry other than the bundle's: %s", line)
+		}
+		_, rest, ok := strings.Cut(line, `PullImage \"`)
+		if !ok {
+			continue
+		}
+		ref, _, _ := strings.Cut(rest, `\"`)
+		pulls++
+		r, err := registry.ParseRef(ref)
+		if err != nil {
+			t.Errorf("containerd pulled %q: %v", ref, err)
+			continue
+		}
+		key := r.String()
+		if _, d, ok := strings.Cut(ref, "@"); ok {
+			key = d
+		}
+		if !served[key] {
+			t.Errorf("containerd pulled %s, which the bundle's registry did not serve", ref)
+		}
+	}
+	if pulls == 0 {
+		t.Errorf("containerd's log shows no PullImage at all:\n%s", tail(string(clog), 20))
+	}
 }
 
-// pulledRefs reads the registry's access log: the references whose
-// manifests were served by tag.
-func pulledRefs(t *testing.T, path string) map[string]bool {
+// servedManifests reads the registry's access log: the references (as
+// registry/repository:tag) and digests of the manifests it served.
+func servedManifests(t *testing.T, path string) map[string]bool {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -205,8 +254,14 @@ func pulledRefs(t *testing.T, path string) map[string]bool {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("access log: %v", err)
 		}
-		if e.Kind == "manifest" && e.Status == 200 && e.Reference != "" {
+		if e.Kind != "manifest" || e.Status != 200 {
+			continue
+		}
+		if e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
 			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
+		}
+		if e.Digest != "" {
+			out[e.Digest] = true
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -122,9 +124,9 @@ func restConfig() (*rest.Config, error) {
 
 // manifests applies the bundle's manifests (or, for a bare OCI layout in
 // host mode, the ones built into firstboot) in order with server-side
-// apply; ApplyFS waits for each CRD to be established. After each file,
-// it waits for the file's Deployments to be available, for those whose
-// images the bundle's registry has (the others cannot start offline).
+// apply, waiting for each CRD to be established and, after each file, for
+// the file's Deployments to be available. A Deployment whose images the
+// bundle's registry lacks is left out (it could not start offline).
 func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 	if err := e.findBundle(ctx); err != nil {
 		return err
@@ -153,20 +155,28 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 	if err != nil {
 		return err
 	}
+	a, err := render.NewApplier(cfg)
+	if err != nil {
+		return err
+	}
 	for _, n := range names {
-		if err := render.ApplyFS(ctx, cfg, fsys, []string{n}); err != nil {
-			return err
-		}
 		data, err := fs.ReadFile(fsys, n)
 		if err != nil {
-			return err
+			return fmt.Errorf("reading manifest: %w", err)
 		}
-		objs, err := render.DecodeYAML(strings.NewReader(string(data)))
+		objs, err := render.DecodeYAML(bytes.NewReader(data))
 		if err != nil {
 			return fmt.Errorf("reading manifest %s: %w", n, err)
 		}
+		// A Deployment whose images the bundle's registry lacks could only
+		// sit in ImagePullBackOff offline (and make containerd try the
+		// upstream registry): it is left out, as mkusb leaves its manifest
+		// off a stick (manifests.ifImagesPresent).
+		var apply []*unstructured.Unstructured
+		var wait []appsv1.Deployment
 		for _, o := range objs {
 			if o.GetKind() != "Deployment" {
+				apply = append(apply, o)
 				continue
 			}
 			var d appsv1.Deployment
@@ -174,15 +184,21 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 				return fmt.Errorf("manifest %s: Deployment %s: %w", n, o.GetName(), err)
 			}
 			if missing := missingImages(d, e.hasImage); len(missing) > 0 {
-				pc.Log.Warn("not waiting for a Deployment whose images the bundle lacks", "deployment", d.Namespace+"/"+d.Name, "images", missing)
+				pc.Log.Warn("left out a Deployment whose images the bundle lacks", "manifest", n, "deployment", d.Namespace+"/"+d.Name, "images", missing)
 				continue
 			}
+			apply, wait = append(apply, o), append(wait, d)
+		}
+		if err := a.Apply(ctx, apply); err != nil {
+			return fmt.Errorf("manifest %s: %w", n, err)
+		}
+		for _, d := range wait {
 			if err := waitAvailable(ctx, cs, d.Namespace, d.Name, e.opts.timeout); err != nil {
 				return fmt.Errorf("manifest %s: %w", n, err)
 			}
 			pc.Log.Info("available", "deployment", d.Namespace+"/"+d.Name)
 		}
-		pc.Log.Info("applied", "manifest", n)
+		pc.Log.Info("applied", "manifest", n, "objects", len(apply))
 	}
 	return nil
 }
