@@ -124,25 +124,27 @@ func (e *MissingError) Error() string {
 // Check fails with a MissingError when an image in uses is not among
 // have (the registry's references). References are compared the way the
 // registry resolves them (default registry and tag filled in); a reference
-// with a digest matches an image with that digest. haveDigests maps a
-// normalized reference to its digest.
+// with a digest matches an image of the same repository with that digest
+// (the registry serves a digest only within its repository). haveDigests
+// maps a normalized reference to its digest.
 func Check(uses []Use, haveDigests map[string]string) error {
 	byDigest := map[string]bool{}
-	for _, d := range haveDigests {
-		byDigest[d] = true
+	for ref, d := range haveDigests {
+		if r, err := registry.ParseRef(ref); err == nil {
+			byDigest[r.Registry+"/"+r.Repository+"@"+d] = true
+		}
 	}
 	missing := map[string][]string{}
 	for _, u := range uses {
-		if _, d, ok := strings.Cut(u.Image, "@"); ok {
-			if byDigest[d] {
-				continue
-			}
-			missing[u.Image] = append(missing[u.Image], u.By)
-			continue
-		}
 		r, err := registry.ParseRef(u.Image)
 		if err != nil {
 			missing[u.Image] = append(missing[u.Image], u.By+" (not a valid reference)")
+			continue
+		}
+		if _, d, ok := strings.Cut(u.Image, "@"); ok {
+			if !byDigest[r.Registry+"/"+r.Repository+"@"+d] {
+				missing[u.Image] = append(missing[u.Image], u.By)
+			}
 			continue
 		}
 		if _, ok := haveDigests[r.String()]; !ok {

@@ -39,7 +39,8 @@ spec:
       initContainers: [{name: init, image: ` + reg + `/pause:3.10.1}]
       containers:
       - {name: app, image: ` + reg + `/app:v2}
-      - {name: by-digest, image: "` + reg + `/other@sha256:` + "4444444444444444444444444444444444444444444444444444444444444444" + `"}
+      - {name: by-digest, image: "` + reg + `/coredns/coredns:v1.12.1@sha256:` + "4444444444444444444444444444444444444444444444444444444444444444" + `"}
+      - {name: wrong-repo, image: "` + reg + `/other@sha256:` + "4444444444444444444444444444444444444444444444444444444444444444" + `"}
 ---
 apiVersion: batch/v1
 kind: CronJob
@@ -60,6 +61,7 @@ func TestManifestImages(t *testing.T) {
 	want := []string{
 		"manifests/10-app.yaml: Deployment demo/app: spec.template.spec.containers[0] app",
 		"manifests/10-app.yaml: Deployment demo/app: spec.template.spec.containers[1] by-digest",
+		"manifests/10-app.yaml: Deployment demo/app: spec.template.spec.containers[2] wrong-repo",
 		"manifests/10-app.yaml: Deployment demo/app: spec.template.spec.initContainers[0] init",
 		"manifests/10-app.yaml: CronJob demo/job: spec.jobTemplate.spec.template.spec.containers[0] j",
 	}
@@ -98,7 +100,7 @@ func TestMissingImage(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("got %v", err)
 	}
-	if len(me.Missing) != 2 {
+	if len(me.Missing) != 3 {
 		t.Errorf("missing %v", me.Missing)
 	}
 	msg := err.Error()
@@ -107,6 +109,8 @@ func TestMissingImage(t *testing.T) {
 		"Deployment demo/app: spec.template.spec.containers[0] app",
 		"CronJob demo/job",
 		reg + "/kube-scheduler:v1.34.4, referenced by:\n    kubeadm init",
+		// The digest is coredns's: the registry serves it only as coredns.
+		reg + "/other@sha256:4444444444444444444444444444444444444444444444444444444444444444, referenced by:\n    manifests/10-app.yaml: Deployment demo/app: spec.template.spec.containers[2] wrong-repo",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
