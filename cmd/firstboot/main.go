@@ -1,10 +1,8 @@
 // Command firstboot brings a booted bootstick (or a developer's host) up as
-// the infra-local-controller and provisions the site. Each subcommand is in a
-// file of its own.
+// the infra-local-controller and provisions the site. The engine and its
+// subcommands are in internal/firstboot.
 package main
 
-import "github.com/bootstick/bootstick/internal/cli"
+import "github.com/bootstick/bootstick/internal/firstboot"
 
-var app = &cli.App{Name: "firstboot", Short: "bring up the infra-local-controller and provision the site"}
-
-func main() { app.Main() }
+func main() { firstboot.NewApp().Main() }

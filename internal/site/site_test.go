@@ -44,7 +44,7 @@ type BadSite struct {
 	Name, Path, Want string
 }
 
-// BadSites lists testdata/bad. The cli test in cmd/firstboot uses it too.
+// BadSites lists testdata/bad. The cli test in internal/firstboot uses it too.
 func BadSites(t testing.TB, dir string) []BadSite {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))

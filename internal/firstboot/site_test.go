@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	old := siteOut
 	siteOut = &out
 	defer func() { siteOut = old }()
-	code := app.Run(context.Background(), args, &errb)
+	code := NewApp().Run(context.Background(), args, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -114,7 +114,7 @@ func imageDigest(path string) (string, error) {
 }
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "validate",
 		Usage: "validate --site FILE [--bundle DIR] [--age-identity FILE]",
 		Short: "check a site file offline and list every problem with its line and field path",

@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "registry",
 		Usage: "registry --layout DIR --listen ADDR[,ADDR...] [--access-log FILE] [--corrupt-file FILE]",
 		Short: "serve the bundle's OCI layout read-only as a registry (run as its own service)",

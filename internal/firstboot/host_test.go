@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -75,7 +75,7 @@ func TestHostMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "firstboot")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/bootstick/bootstick/cmd/firstboot").CombinedOutput(); err != nil {
 		t.Fatalf("building firstboot: %v\n%s", err, out)
 	}
 	h := &hostRun{t: t, bin: bin, tc: tc, data: "/var/lib/bootstick-test"}

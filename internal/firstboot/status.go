@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "status",
 		Usage: "status [--json] [--data DIR]",
 		Short: "show each step's state and duration, and the last error with a hint",

@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 const defaultSite = "/run/live/medium/bundle/site/site.yaml"
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "network",
 		Usage: "network [--site FILE]",
 		Short: "give the bootstrap machine its site addresses (and default route) and let the site's SSH keys log in as root",

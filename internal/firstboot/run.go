@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -90,7 +90,7 @@ type runOptions struct {
 }
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "run",
 		Usage: "run [--mode appliance|host|kind] [--bundle DIR] [--site FILE] [--data DIR]",
 		Short: "bring this machine up as the infra-local-controller, resuming where an earlier run stopped",
@@ -118,7 +118,7 @@ func init() {
 			}
 		},
 	})
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "supervise",
 		Usage: "supervise --dir DIR --name NAME -- COMMAND [ARGS...]",
 		Short: "(internal) keep one service running, for host mode without systemd",

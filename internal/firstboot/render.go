@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "render",
 		Usage: "render --site FILE [--bundle DIR] [--ssh-key-dir DIR] [--age-identity FILE] [--show-secrets]",
 		Short: "print the Kubernetes objects a site file becomes, as YAML, offline",

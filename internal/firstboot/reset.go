@@ -1,4 +1,4 @@
-package main
+package firstboot
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	app.Register(cli.Command{
+	register(cli.Command{
 		Name:  "reset",
 		Usage: "reset [--data DIR] [--bin-dir DIR]",
 		Short: "undo a host-mode install: our processes, mounts, CNI interface, iptables rules and folders",
