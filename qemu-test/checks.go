@@ -169,8 +169,10 @@ type kubeList struct {
 				Status string `json:"status"`
 			} `json:"conditions"`
 			ContainerStatuses []struct {
-				Name  string `json:"name"`
-				Ready bool   `json:"ready"`
+				Name    string `json:"name"`
+				Ready   bool   `json:"ready"`
+				Image   string `json:"image"`
+				ImageID string `json:"imageID"`
 			} `json:"containerStatuses"`
 		} `json:"status"`
 	} `json:"items"`
@@ -234,6 +236,11 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 			if !c.Ready {
 				errs = append(errs, fmt.Errorf("pod %s: container %s is not ready", name, c.Name))
 			}
+			// The digest containerd resolved the image to must be one the
+			// stick's registry served.
+			if _, d, ok := strings.Cut(c.ImageID, "@"); !ok || !pulled[d] {
+				errs = append(errs, fmt.Errorf("pod %s: container %s runs %s (%s), which the stick's registry did not serve", name, c.Name, c.Image, c.ImageID))
+			}
 		}
 		var images []string
 		for _, c := range p.Spec.InitContainers {
@@ -248,7 +255,11 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 				errs = append(errs, fmt.Errorf("pod %s: image %s: %w", name, img, err))
 				continue
 			}
-			if !pulled[r.String()] {
+			key := r.String()
+			if _, d, ok := strings.Cut(img, "@"); ok {
+				key = d
+			}
+			if !pulled[key] {
 				errs = append(errs, fmt.Errorf("pod %s: image %s was not served by the stick's registry (its access log has %s)", name, img, strings.Join(sortedKeys(pulled), ", ")))
 			}
 		}
@@ -295,8 +306,8 @@ func conditionTrue(conds []struct {
 	return false
 }
 
-// PulledRefs reads the registry's access log: the references whose
-// manifests it served by tag (what a pull by name asks for first).
+// PulledRefs reads the registry's access log: the references
+// (registry/repository:tag) and the digests of the manifests it served.
 func PulledRefs(log string) (map[string]bool, error) {
 	out := map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(log))
@@ -309,8 +320,14 @@ func PulledRefs(log string) (map[string]bool, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return out, fmt.Errorf("registry access log line %d: %w", n, err)
 		}
-		if e.Kind == "manifest" && e.Status == 200 && e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
+		if e.Kind != "manifest" || e.Status != 200 {
+			continue
+		}
+		if e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
 			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
+		}
+		if e.Digest != "" {
+			out[e.Digest] = true
 		}
 	}
 	return out, sc.Err()

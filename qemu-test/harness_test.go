@@ -149,12 +149,12 @@ func TestPulledRefs(t *testing.T) {
 		wantErr   bool
 	}{
 		{"empty", "", []string{}, false},
-		{"tag pulls count, digests and failures do not", `{"method":"GET","ns":"registry.k8s.io","repo":"pause","kind":"manifest","reference":"3.10","status":200}
-{"method":"HEAD","ns":"registry.k8s.io","repo":"etcd","kind":"manifest","reference":"3.6.5-0","status":200}
-{"method":"GET","ns":"registry.k8s.io","repo":"etcd","kind":"manifest","reference":"sha256:0123","status":200}
-{"method":"GET","ns":"registry.k8s.io","repo":"coredns/coredns","kind":"manifest","reference":"v1.12.1","status":404}
+		{"served manifests count by tag and digest, failures and blobs do not", `{"method":"GET","ns":"registry.k8s.io","repo":"pause","kind":"manifest","reference":"3.10","digest":"sha256:0a","status":200}
+{"method":"HEAD","ns":"registry.k8s.io","repo":"etcd","kind":"manifest","reference":"3.6.5-0","digest":"sha256:0b","status":200}
+{"method":"GET","ns":"registry.bootstick.dev","repo":"bpa-operator","kind":"manifest","digest":"sha256:0c","status":200}
+{"method":"GET","ns":"registry.k8s.io","repo":"coredns/coredns","kind":"manifest","reference":"v1.12.1","digest":"sha256:0d","status":404}
 {"method":"GET","ns":"registry.k8s.io","repo":"pause","kind":"blob","digest":"sha256:aa","status":200}
-`, []string{"registry.k8s.io/etcd:3.6.5-0", "registry.k8s.io/pause:3.10"}, false},
+`, []string{"registry.k8s.io/etcd:3.6.5-0", "registry.k8s.io/pause:3.10", "sha256:0a", "sha256:0b", "sha256:0c"}, false},
 		{"garbage", "not json\n", []string{}, true},
 	}
 	for _, tc := range tests {
