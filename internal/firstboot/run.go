@@ -23,6 +23,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
 	"github.com/bootstick/bootstick/internal/datadisk"
+	"github.com/bootstick/bootstick/internal/kindcluster"
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
@@ -87,6 +88,9 @@ type runOptions struct {
 	podSubnet    string
 	svcSubnet    string
 	timeout      time.Duration
+
+	kindName      string // kind mode: the cluster's name
+	kindNodeImage string // kind mode: the node image (default kindest/node:<the bundle's Kubernetes version>)
 }
 
 func init() {
@@ -110,6 +114,8 @@ func init() {
 			fs.StringVar(&o.podSubnet, "pod-subnet", "10.244.0.0/16", "the pod CIDR")
 			fs.StringVar(&o.svcSubnet, "service-subnet", "10.96.0.0/12", "the service CIDR")
 			fs.DurationVar(&o.timeout, "wait", 10*time.Minute, "how long to wait for the node to be ready")
+			fs.StringVar(&o.kindName, "kind-name", "bootstick", "kind: the kind cluster's name")
+			fs.StringVar(&o.kindNodeImage, "kind-node-image", "", "kind: the node image, from the bundle or the engine, never pulled (default: kindest/node:<the bundle's Kubernetes version>)")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err
@@ -149,6 +155,7 @@ type env struct {
 	registries []string
 	hasImage   func(ref string) bool // whether the bundle's registry serves ref
 	binDir     string
+	engine     *kindcluster.Engine // kind mode: the container engine
 }
 
 func runFirstboot(ctx context.Context, o runOptions) error {
@@ -159,12 +166,11 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 			o.bundle = liveBundle
 		}
 	case "kind":
-		return kindMode()
 	default:
 		return cli.Usagef("--mode %q: use appliance, host or kind", o.mode)
 	}
 	if o.bundle == "" {
-		return cli.Usagef("--bundle is required in host mode")
+		return cli.Usagef("--bundle is required in %s mode", o.mode)
 	}
 	if !filepath.IsAbs(o.data) {
 		return cli.Usagef("--data %q must be an absolute path", o.data)
@@ -195,7 +201,11 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if name := os.Getenv(testPauseEnv); name != "" {
 		progress = pipeline.Multi(progress, pauseIn(ctx, name, e.log))
 	}
-	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: e.steps(), Log: e.log, Progress: progress}
+	steps := e.steps()
+	if o.mode == "kind" {
+		steps = e.kindSteps()
+	}
+	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: steps, Log: e.log, Progress: progress}
 	start := time.Now()
 	if err := r.Run(ctx); err != nil {
 		return err
@@ -220,22 +230,6 @@ func pauseIn(ctx context.Context, name string, log *slog.Logger) pipeline.Progre
 			}
 		}
 	})
-}
-
-// kindMode would run the steps against a kind cluster. It needs a
-// container engine; without one it says which.
-func kindMode() error {
-	var found []string
-	for _, b := range []string{"docker", "podman"} {
-		if _, err := exec.LookPath(b); err == nil {
-			found = append(found, b)
-		}
-	}
-	if len(found) == 0 {
-		return errors.New("--mode kind needs a container engine: neither docker nor podman is in PATH " +
-			"(install docker.io or podman), or use --mode host, which needs none")
-	}
-	return fmt.Errorf("--mode kind: found %s, but kind mode is not built into this firstboot yet; use --mode host", strings.Join(found, " and "))
 }
 
 // step is a pipeline step made of functions over env.
@@ -737,7 +731,7 @@ func (e *env) kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + adminConf}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + e.kubeconfig()}, args...)...)
 	cmd.SysProcAttr = dieWithUs()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

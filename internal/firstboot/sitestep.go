@@ -114,10 +114,15 @@ func localIP(ip net.IP) bool {
 	return false
 }
 
-func restConfig() (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", adminConf)
+// restConfig reads kubeadm's admin kubeconfig (host and appliance modes).
+func restConfig() (*rest.Config, error) { return restConfigFrom(adminConf) }
+
+// restConfigFrom reads a kubeconfig; the steps pass the mode's
+// (env.kubeconfig).
+func restConfigFrom(path string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", adminConf, err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return cfg, nil
 }
@@ -147,7 +152,7 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 	} else {
 		pc.Log.Info("the bundle has no manifests folder; applying firstboot's own", "folder", dir)
 	}
-	cfg, err := restConfig()
+	cfg, err := restConfigFrom(e.kubeconfig())
 	if err != nil {
 		return err
 	}
@@ -252,7 +257,7 @@ func (e *env) site(ctx context.Context, pc *pipeline.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig()
+	cfg, err := restConfigFrom(e.kubeconfig())
 	if err != nil {
 		return err
 	}

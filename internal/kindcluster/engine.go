@@ -1,0 +1,100 @@
+// Package kindcluster drives kind for firstboot's kind mode: it finds the
+// container engine kind will use, makes the node image available offline,
+// creates (or reuses) the cluster and loads the bundle's images into its
+// nodes, all from the bundle's OCI layout.
+package kindcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/cluster"
+)
+
+// ErrNoEngine means neither docker nor podman (nor nerdctl) is there, or
+// none of them answers.
+var ErrNoEngine = errors.New("--mode kind needs a container engine")
+
+// Engine is the container engine kind drives.
+type Engine struct {
+	Name   string // the program: docker, podman, nerdctl or finch
+	option cluster.ProviderOption
+}
+
+// engines are kind's node providers in the order kind detects them, with
+// the first line their -v prints.
+var engines = []struct{ name, version string }{
+	{"docker", "Docker version"},
+	{"nerdctl", "nerdctl version"},
+	{"finch", "finch version"},
+	{"podman", "podman version"},
+}
+
+// Detect finds the engine kind would use (kind's DetectNodeProvider) and
+// checks that it answers. Without one, the error (ErrNoEngine) says what
+// is missing and what to do.
+func Detect(ctx context.Context) (Engine, error) {
+	opt, err := cluster.DetectNodeProvider()
+	if err != nil {
+		return Engine{}, fmt.Errorf("%w: neither docker nor podman was found in PATH; "+
+			"install docker.io or podman (and start it), or use --mode host, which needs neither", ErrNoEngine)
+	}
+	e := Engine{option: opt}
+	for _, c := range engines {
+		out, err := exec.CommandContext(ctx, c.name, "-v").Output()
+		if err == nil && strings.HasPrefix(string(out), c.version) {
+			e.Name = c.name
+			break
+		}
+	}
+	if e.Name == "" {
+		return Engine{}, fmt.Errorf("%w: kind found a node provider, but none of docker, nerdctl or podman answers -v", ErrNoEngine)
+	}
+	// -v works without a daemon: ask the engine itself.
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ictx, e.Name, "info").CombinedOutput(); err != nil {
+		return Engine{}, fmt.Errorf("%w: %s is installed but does not work (%s info: %v: %s); "+
+			"start it (for docker: the docker service), or use --mode host, which needs no container engine",
+			ErrNoEngine, e.Name, e.Name, err, lastLine(string(out)))
+	}
+	return e, nil
+}
+
+// HasImage reports whether the engine holds the image.
+func (e Engine) HasImage(ctx context.Context, ref string) bool {
+	return exec.CommandContext(ctx, e.Name, "image", "inspect", ref).Run() == nil
+}
+
+// LoadImage runs `<engine> load` over the docker archive write produces,
+// streamed through a pipe.
+func (e Engine) LoadImage(ctx context.Context, write func(w io.Writer) error) error {
+	pr, pw := io.Pipe()
+	werr := make(chan error, 1)
+	go func() {
+		err := write(pw)
+		pw.CloseWithError(err)
+		werr <- err
+	}()
+	cmd := exec.CommandContext(ctx, e.Name, "load")
+	cmd.Stdin = pr
+	out, err := cmd.CombinedOutput()
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if load stopped reading
+	if wErr := <-werr; wErr != nil && !errors.Is(wErr, io.ErrClosedPipe) {
+		return fmt.Errorf("%s load: writing the archive: %w", e.Name, wErr)
+	}
+	if err != nil {
+		return fmt.Errorf("%s load: %w: %s", e.Name, err, lastLine(string(out)))
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
