@@ -38,7 +38,6 @@ var milestones = []struct {
 	{"kernel", regexp.MustCompile(`Linux version \d`)},
 	{"initramfs /init", regexp.MustCompile(`Run /init as init process`)},
 	{"systemd", regexp.MustCompile(`systemd\[1\]: systemd \d+.* running in system mode`)},
-	{"sshd started", regexp.MustCompile(`Started ssh\.service`)},
 	{"firstboot.service", regexp.MustCompile(`bootstick: firstboot\.service starting`)},
 	{"firstboot done", regexp.MustCompile(`firstboot: done in`)},
 }

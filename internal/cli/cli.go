@@ -57,9 +57,12 @@ func (a *App) Register(c Command) {
 }
 
 // Main runs the program and exits.
+// stderrFile is the process's stderr, as Main hands it to Run.
+var stderrFile io.Writer = os.Stderr
+
 func (a *App) Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := a.Run(ctx, os.Args[1:], os.Stderr)
+	code := a.Run(ctx, os.Args[1:], stderrFile)
 	stop()
 	os.Exit(code)
 }
@@ -71,7 +74,13 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	if os.Getenv("BOOTSTICK_DEBUG") != "" {
 		level.Set(slog.LevelDebug)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	opts := &slog.HandlerOptions{Level: level}
+	journal := stderrIsJournal(stderr)
+	if journal {
+		slog.SetDefault(slog.New(newPriorityHandler(stderr, opts)))
+	} else {
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, opts)))
+	}
 
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		a.usage(stderr)
@@ -103,7 +112,13 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "%s %s: %v\n", a.Name, c.Name, err)
+	msg := fmt.Sprintf("%s %s: %v\n", a.Name, c.Name, err)
+	if journal {
+		// Every line of a many-line error (a site's problems) is an error.
+		msg = strings.ReplaceAll(msg[:len(msg)-1], "\n", fmt.Sprintf("\n<%d>", prioErr))
+		msg = fmt.Sprintf("<%d>%s\n", prioErr, msg)
+	}
+	io.WriteString(stderr, msg)
 	var ue *UsageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "usage: %s %s\n", a.Name, c.Usage)
