@@ -243,7 +243,10 @@ func (m *Machine) Diagnose(ctx context.Context) string {
 		fmt.Fprintf(&b, "=== firstboot status: no SSH (%v); its console's step lines ===\n%s", err, m.consoleSteps())
 		return b.String()
 	}
-	out, err := m.Run(ctx, "firstboot status; systemctl --no-pager status firstboot.service | tail -n 20")
+	// The services log at info, below what the console shows: their
+	// journal's last lines say why a step is stuck.
+	out, err := m.Run(ctx, "firstboot status; systemctl --no-pager status firstboot.service | tail -n 20; "+
+		"for u in bootstick-kubelet bootstick-containerd bootstick-registry; do echo \"=== journal of $u (last 25 lines) ===\"; journalctl --no-pager -o short-monotonic -n 25 -u $u.service; done")
 	fmt.Fprintf(&b, "=== firstboot status (over SSH) ===\n%s", out)
 	if err != nil {
 		fmt.Fprintf(&b, "(%v)\n", err)
