@@ -66,10 +66,16 @@ func buildStatus(p paths) (status.Report, error) {
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
-	if _, err := os.Stat(adminConf); err == nil {
+	// kind mode keeps its cluster's kubeconfig on the data folder; the
+	// other modes have kubeadm's.
+	kubeconfig := adminConf
+	if _, err := os.Stat(p.kindKubeconfig()); err == nil {
+		kubeconfig = p.kindKubeconfig()
+	}
+	if _, err := os.Stat(kubeconfig); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		r.Cluster, r.Hosts = clusterStatus(ctx, hosts)
+		r.Cluster, r.Hosts = clusterStatus(ctx, kubeconfig, hosts)
 	} else {
 		for _, h := range hosts {
 			r.Hosts = append(r.Hosts, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
@@ -80,13 +86,13 @@ func buildStatus(p paths) (status.Report, error) {
 
 // clusterStatus asks the API server about the node, the pods that are not
 // ready and the BareMetalHosts, merged with the site's hosts.
-func clusterStatus(ctx context.Context, hosts []sitestep.Host) (*status.Cluster, []status.Host) {
+func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host) (*status.Cluster, []status.Host) {
 	out := make([]status.Host, 0, len(hosts))
 	for _, h := range hosts {
 		out = append(out, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
 	}
 	c := &status.Cluster{PodsNotReady: []string{}}
-	cfg, err := restConfig()
+	cfg, err := restConfigFrom(kubeconfig)
 	if err != nil {
 		c.Error = err.Error()
 		return c, out
