@@ -114,9 +114,6 @@ func localIP(ip net.IP) bool {
 	return false
 }
 
-// restConfig reads kubeadm's admin kubeconfig (host and appliance modes).
-func restConfig() (*rest.Config, error) { return restConfigFrom(adminConf) }
-
 // restConfigFrom reads a kubeconfig; the steps pass the mode's
 // (env.kubeconfig).
 func restConfigFrom(path string) (*rest.Config, error) {
