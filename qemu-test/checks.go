@@ -361,3 +361,26 @@ func CompareSnapshots(before, after Snapshot) []error {
 	}
 	return errs
 }
+
+// serviceUnits are the services firstboot starts (internal/firstboot).
+var serviceUnits = []string{"bootstick-registry", "bootstick-containerd", "bootstick-kubelet"}
+
+// CheckTransientUnits checks that each of firstboot's services is a
+// running transient unit: started through systemd's D-Bus API, not a
+// unit file.
+func (m *Machine) CheckTransientUnits(ctx context.Context) []error {
+	var errs []error
+	for _, u := range serviceUnits {
+		out, err := m.Run(ctx, "systemctl show -p Transient -p ActiveState -p SubState "+u+".service")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("systemctl show %s: %w", u, err))
+			continue
+		}
+		for _, want := range []string{"Transient=yes", "ActiveState=active", "SubState=running"} {
+			if !strings.Contains(out, want) {
+				errs = append(errs, fmt.Errorf("unit %s.service: want %s, systemctl shows:\n%s", u, want, out))
+			}
+		}
+	}
+	return errs
+}

@@ -101,6 +101,11 @@ func TestColdBoot(t *testing.T) {
 	for _, err := range errs {
 		t.Error(err)
 	}
+	// Under systemd, firstboot runs its services as transient units
+	// through systemd's D-Bus API.
+	for _, err := range m.CheckTransientUnits(ctx) {
+		t.Error(err)
+	}
 	if t.Failed() || afterCold == nil {
 		return
 	}
