@@ -47,6 +47,33 @@ func layoutImages(dir string) (layout.Path, v1.ImageIndex, map[string]v1.Descrip
 	return p, idx, byRef, nil
 }
 
+// lookup resolves refs to the layout's index.json entries, in order,
+// with each normalised ref. A ref the layout lacks is an error naming
+// every missing one.
+func lookup(layoutDir string, byRef map[string]v1.Descriptor, refs []string) ([]v1.Descriptor, []registry.ImageRef, error) {
+	var (
+		found   []v1.Descriptor
+		names   []registry.ImageRef
+		missing []string
+	)
+	for _, ref := range refs {
+		r, err := registry.ParseRef(ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, ok := byRef[r.String()]
+		if !ok {
+			missing = append(missing, ref)
+			continue
+		}
+		found, names = append(found, d), append(names, r)
+	}
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("the OCI layout %s has no image %s", layoutDir, strings.Join(missing, ", "))
+	}
+	return found, names, nil
+}
+
 // HasImage reports whether the OCI layout names the image ref.
 func HasImage(layoutDir, ref string) (bool, error) {
 	r, err := registry.ParseRef(ref)
@@ -72,19 +99,13 @@ func WriteImageArchive(layoutDir string, refs []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	descs, _, err := lookup(layoutDir, byRef, refs)
+	if err != nil {
+		return err
+	}
 	images := map[name.Reference]v1.Image{}
-	var missing []string
-	for _, ref := range refs {
-		r, err := registry.ParseRef(ref)
-		if err != nil {
-			return err
-		}
-		d, ok := byRef[r.String()]
-		if !ok {
-			missing = append(missing, ref)
-			continue
-		}
-		img, err := imageFor(idx, d)
+	for i, ref := range refs {
+		img, err := imageFor(idx, descs[i])
 		if err != nil {
 			return fmt.Errorf("image %s in %s: %w", ref, layoutDir, err)
 		}
@@ -93,9 +114,6 @@ func WriteImageArchive(layoutDir string, refs []string, w io.Writer) error {
 			return fmt.Errorf("image %s: %w", ref, err)
 		}
 		images[tag] = img
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the OCI layout %s has no image %s", layoutDir, strings.Join(missing, ", "))
 	}
 	if err := tarball.MultiRefWrite(images, w); err != nil {
 		return fmt.Errorf("writing the image archive: %w", err)
@@ -139,30 +157,19 @@ func WriteOCIArchive(layoutDir string, refs []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var (
-		entries []v1.Descriptor
-		blobs   []v1.Descriptor
-		missing []string
-	)
+	descs, names, err := lookup(layoutDir, byRef, refs)
+	if err != nil {
+		return err
+	}
+	var entries, blobs []v1.Descriptor
 	seen := map[v1.Hash]bool{}
-	for _, ref := range refs {
-		r, err := registry.ParseRef(ref)
-		if err != nil {
-			return err
-		}
-		d, ok := byRef[r.String()]
-		if !ok {
-			missing = append(missing, ref)
-			continue
-		}
+	for i, d := range descs {
+		r := names[i]
 		d.Annotations = map[string]string{registry.AnnotationImageName: r.String(), registry.AnnotationRefName: r.Tag}
 		entries = append(entries, d)
 		if blobs, err = appendBlobs(p, d, blobs, seen, 0); err != nil {
-			return fmt.Errorf("image %s in %s: %w", ref, layoutDir, err)
+			return fmt.Errorf("image %s in %s: %w", refs[i], layoutDir, err)
 		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the OCI layout %s has no image %s", layoutDir, strings.Join(missing, ", "))
 	}
 	index, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: entries})
 	if err != nil {
