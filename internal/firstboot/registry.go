@@ -70,7 +70,7 @@ func serveRegistry(ctx context.Context, layout string, addrs []string, accessLog
 	if err != nil {
 		return err
 	}
-	n := &status.Notifier{Log: slog.Default()}
+	n := status.NewNotifier(slog.Default())
 	return srv.Serve(ctx, addrs, func(bound []net.Addr) {
 		n.Ready(fmt.Sprintf("serving %d images on %v", len(srv.Images()), bound))
 	})

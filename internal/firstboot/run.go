@@ -183,7 +183,7 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	e := &env{opts: o, paths: p, log: slog.Default(),
 		services: supervise.New(p.services(), []string{self, "supervise"})}
 
-	notifier := &status.Notifier{Log: e.log}
+	notifier := status.NewNotifier(e.log)
 	console := &status.Console{Path: status.DefaultIssuePath, Log: e.log}
 	var progress pipeline.Progress = notifier
 	if o.mode == "appliance" {

@@ -6,12 +6,11 @@ package status
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -36,6 +35,18 @@ func Line(e pipeline.Event) string {
 // systemd service (no NOTIFY_SOCKET) it does nothing.
 type Notifier struct {
 	Log *slog.Logger
+	// Socket is systemd's notification socket (NOTIFY_SOCKET).
+	Socket string
+}
+
+// NewNotifier takes NOTIFY_SOCKET out of this process's environment, so
+// that no child (kubeadm and what it runs) inherits it: only firstboot
+// itself tells systemd it is ready, and systemd does not log refused
+// notifications from other PIDs.
+func NewNotifier(log *slog.Logger) *Notifier {
+	n := &Notifier{Log: log, Socket: os.Getenv("NOTIFY_SOCKET")}
+	os.Unsetenv("NOTIFY_SOCKET")
+	return n
 }
 
 func (n *Notifier) Update(e pipeline.Event) { n.notify("STATUS=" + oneLine(Line(e))) }
@@ -46,8 +57,19 @@ func (n *Notifier) Ready(status string) { n.notify("READY=1\nSTATUS=" + oneLine(
 // Status sends a free-form STATUS line.
 func (n *Notifier) Status(status string) { n.notify("STATUS=" + oneLine(status)) }
 
+// notify sends one datagram, as sd_notify(3) does (go-systemd's
+// daemon.SdNotify reads the socket from the environment, which children
+// would inherit).
 func (n *Notifier) notify(msg string) {
-	if _, err := daemon.SdNotify(false, msg); err != nil && n.Log != nil {
+	if n.Socket == "" {
+		return
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.Socket, Net: "unixgram"})
+	if err == nil {
+		_, err = conn.Write([]byte(msg))
+		conn.Close()
+	}
+	if err != nil && n.Log != nil {
 		n.Log.Debug("sd_notify", "err", err)
 	}
 }

@@ -129,7 +129,10 @@ func TestNotifierSendsStatus(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", sock)
-	n := &Notifier{}
+	n := NewNotifier(nil)
+	if v, ok := os.LookupEnv("NOTIFY_SOCKET"); ok {
+		t.Errorf("NOTIFY_SOCKET=%s is still in the environment: children would inherit it", v)
+	}
 	n.Update(pipeline.Event{Step: "registry", Index: 4, Total: 11, Phase: pipeline.PhaseDone, Duration: 1234 * time.Millisecond})
 	n.Ready("node ready")
 	buf := make([]byte, 1024)
