@@ -66,11 +66,14 @@ func TestColdBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots the real stick in QEMU under TCG through a whole first boot (tens of minutes): integration tier")
 	}
-	// Inside make test's 80-minute package timeout, with time left to
-	// print the diagnosis; the e2e reboot adds its own budget.
+	// Inside the test binary's -timeout, with time left to print the
+	// diagnosis; the e2e reboot adds its own budget.
 	budget := 75 * time.Minute
 	if afterCold != nil {
 		budget += firstbootBudget
+	}
+	if dl, ok := t.Deadline(); ok {
+		budget = min(budget, time.Until(dl)-3*time.Minute)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
