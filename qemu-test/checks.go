@@ -2,6 +2,7 @@ package qemutest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/render"
@@ -380,6 +383,44 @@ func (m *Machine) CheckTransientUnits(ctx context.Context) []error {
 			if !strings.Contains(out, want) {
 				errs = append(errs, fmt.Errorf("unit %s.service: want %s, systemctl shows:\n%s", u, want, out))
 			}
+		}
+	}
+	return errs
+}
+
+// CheckHostKey checks that sshd shows the machine's own host key: the one
+// the SSH client saw is the one kept on the data disk, and none of the
+// keys built into the stick's file systems.
+func (m *Machine) CheckHostKey(ctx context.Context) []error {
+	m.keys.mu.Lock()
+	seen := m.keys.key
+	m.keys.mu.Unlock()
+	if seen == nil {
+		return []error{errors.New("no SSH host key seen yet")}
+	}
+	var errs []error
+	parse := func(what, out string) ssh.PublicKey {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(out))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w (%q)", what, err, out))
+			return nil
+		}
+		return k
+	}
+	kept, err := m.Run(ctx, "cat /var/lib/bootstick/ssh-host-keys/ssh_host_ed25519_key.pub")
+	if err != nil {
+		return []error{fmt.Errorf("the host key kept on the data disk: %w", err)}
+	}
+	if k := parse("the kept host key", kept); k != nil && !bytes.Equal(k.Marshal(), seen) {
+		errs = append(errs, errors.New("sshd's host key is not the one kept on the data disk"))
+	}
+	built, _ := m.Run(ctx, "cat /run/live/rootfs/*/etc/ssh/ssh_host_*_key.pub 2>/dev/null || true")
+	for _, line := range strings.Split(strings.TrimSpace(built), "\n") {
+		if line == "" {
+			continue
+		}
+		if k := parse("a built-in host key", line); k != nil && bytes.Equal(k.Marshal(), seen) {
+			errs = append(errs, errors.New("sshd shows the host key built into the stick (the same on every stick of one build cache)"))
 		}
 	}
 	return errs

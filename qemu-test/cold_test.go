@@ -109,6 +109,9 @@ func TestColdBoot(t *testing.T) {
 	for _, err := range m.CheckTransientUnits(ctx) {
 		t.Error(err)
 	}
+	for _, err := range m.CheckHostKey(ctx) {
+		t.Error(err)
+	}
 	if t.Failed() || afterCold == nil {
 		return
 	}

@@ -453,6 +453,7 @@ func (e *env) dataDisk(ctx context.Context, pc *pipeline.Context) error {
 	if res.Formatted {
 		pc.Log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel)
 	}
+	e.keepHostKeys(pc.Log)
 	return os.MkdirAll(e.paths.State, 0o755)
 }
 
