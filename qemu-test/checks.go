@@ -425,3 +425,21 @@ func (m *Machine) CheckHostKey(ctx context.Context) []error {
 	}
 	return errs
 }
+
+// CheckSettled runs CheckCluster until it finds nothing wrong or within
+// passes: after a reboot firstboot has nothing to do, and the pods come
+// back on their own (kubelet restarts them) after it reports done. It
+// returns the last check's findings and how long the pods took.
+func (m *Machine) CheckSettled(ctx context.Context, sitePath string, within time.Duration) (Snapshot, []error, time.Duration) {
+	start := time.Now()
+	for {
+		snap, errs := m.CheckCluster(ctx, sitePath)
+		if len(errs) == 0 || time.Since(start) > within || ctx.Err() != nil {
+			return snap, errs, time.Since(start)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(15 * time.Second):
+		}
+	}
+}

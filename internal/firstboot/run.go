@@ -608,6 +608,11 @@ func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
 		return err
 	}
 	cfg := "--config=" + e.paths.kubeadmConfig()
+	if pc.Record.Attempts > 1 {
+		if err := e.clearTornInit(ctx, pc); err != nil {
+			return err
+		}
+	}
 	// A resumed attempt finds its own earlier work (certificates, ports in
 	// use, a non-empty etcd folder); kubeadm's phases reuse it.
 	ignore := "--ignore-preflight-errors=SystemVerification,Swap"
@@ -624,6 +629,59 @@ func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
 		return err
 	}
 	return e.kubeadm(ctx, pc, bin, "init", cfg, "--skip-phases=preflight,kubelet-start")
+}
+
+// kubeadmOutputs are what kubeadm init writes (and a torn init's cleanup
+// removes): its certificates, kubeconfigs and static pod manifests, and
+// kubelet's configuration and client certificates.
+var kubeadmOutputs = []string{"/etc/kubernetes", "/var/lib/kubelet/config.yaml", "/var/lib/kubelet/kubeadm-flags.env", "/var/lib/kubelet/pki"}
+
+// clearTornInit starts kubeadm init afresh when a power cut during an
+// earlier attempt left its files damaged (kubeadm does not sync them; an
+// init that finished was synced before it was recorded done). Such an
+// init never finished, so nothing depends on it: its files and etcd's
+// data go, and kubeadm writes them again.
+func (e *env) clearTornInit(ctx context.Context, pc *pipeline.Context) error {
+	bad, err := kubeadm.Torn(kubeadmOutputs...)
+	if err != nil || len(bad) == 0 {
+		return err
+	}
+	pc.Log.Warn("an earlier kubeadm init was cut off and left damaged files; starting it again from scratch", "files", bad)
+	if err := e.services.Stop(ctx, kubeletService); err != nil {
+		return fmt.Errorf("stopping kubelet before clearing a cut-off kubeadm init: %w", err)
+	}
+	clear := append([]string{e.paths.etcdData()}, kubeadmOutputs...)
+	for _, p := range clear {
+		if err := removeContents(p); err != nil {
+			return fmt.Errorf("clearing a cut-off kubeadm init: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeContents removes a file, or everything inside a folder (the
+// folder itself may be a bind mount and stays).
+func removeContents(p string) error {
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return os.Remove(p)
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	for _, en := range entries {
+		if err := os.RemoveAll(filepath.Join(p, en.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *env) kubeadm(ctx context.Context, pc *pipeline.Context, bin string, args ...string) error {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -216,6 +217,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			return r.fail(statePath, st, rec, pc, now(), runErr)
 		}
 		end := now()
+		// What the step wrote (kubeadm's certificates, say) reaches the
+		// disk before the state says done: after a power cut, a step
+		// recorded done has its files whole.
+		syscall.Sync()
 		rec.State, rec.Ended, rec.Duration, rec.Error, rec.Skipped = StateDone, end, end.Sub(start), "", skipped
 		if err := SaveState(statePath, st); err != nil {
 			return err
