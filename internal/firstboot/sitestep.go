@@ -1,7 +1,6 @@
 package firstboot
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -162,13 +161,9 @@ func (e *env) manifests(ctx context.Context, pc *pipeline.Context) error {
 		return err
 	}
 	for _, n := range names {
-		data, err := fs.ReadFile(fsys, n)
+		objs, err := render.ReadManifest(fsys, n)
 		if err != nil {
-			return fmt.Errorf("reading manifest: %w", err)
-		}
-		objs, err := render.DecodeYAML(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("reading manifest %s: %w", n, err)
+			return err
 		}
 		// A Deployment whose images the bundle's registry lacks could only
 		// sit in ImagePullBackOff offline (and make containerd try the

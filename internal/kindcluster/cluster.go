@@ -2,7 +2,6 @@ package kindcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -90,16 +89,8 @@ func (c *Cluster) LoadImages(ctx context.Context, write func(w io.Writer) error)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		pr, pw := io.Pipe()
-		werr := make(chan error, 1)
-		go func() {
-			err := write(pw)
-			pw.CloseWithError(err)
-			werr <- err
-		}()
-		err := nodeutils.LoadImageArchive(n, pr)
-		pr.CloseWithError(io.ErrClosedPipe)
-		if wErr := <-werr; wErr != nil && !errors.Is(wErr, io.ErrClosedPipe) {
+		wErr, err := feed(write, func(r io.Reader) error { return nodeutils.LoadImageArchive(n, r) })
+		if wErr != nil {
 			return fmt.Errorf("loading images into node %s: %w", n.String(), wErr)
 		}
 		if err != nil {

@@ -74,6 +74,26 @@ func (e Engine) HasImage(ctx context.Context, ref string) bool {
 // LoadImage runs `<engine> load` over the docker archive write produces,
 // streamed through a pipe.
 func (e Engine) LoadImage(ctx context.Context, write func(w io.Writer) error) error {
+	var out []byte
+	wErr, err := feed(write, func(r io.Reader) error {
+		cmd := exec.CommandContext(ctx, e.Name, "load")
+		cmd.Stdin = r
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	if wErr != nil {
+		return fmt.Errorf("%s load: writing the archive: %w", e.Name, wErr)
+	}
+	if err != nil {
+		return fmt.Errorf("%s load: %w: %s", e.Name, err, lastLine(string(out)))
+	}
+	return nil
+}
+
+// feed streams what write produces into read through a pipe. It returns
+// write's error (unless read merely stopped reading) and read's.
+func feed(write func(w io.Writer) error, read func(r io.Reader) error) (writeErr, readErr error) {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
@@ -81,17 +101,12 @@ func (e Engine) LoadImage(ctx context.Context, write func(w io.Writer) error) er
 		pw.CloseWithError(err)
 		werr <- err
 	}()
-	cmd := exec.CommandContext(ctx, e.Name, "load")
-	cmd.Stdin = pr
-	out, err := cmd.CombinedOutput()
-	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if load stopped reading
-	if wErr := <-werr; wErr != nil && !errors.Is(wErr, io.ErrClosedPipe) {
-		return fmt.Errorf("%s load: writing the archive: %w", e.Name, wErr)
+	readErr = read(pr)
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if read stopped early
+	if err := <-werr; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		writeErr = err
 	}
-	if err != nil {
-		return fmt.Errorf("%s load: %w: %s", e.Name, err, lastLine(string(out)))
-	}
-	return nil
+	return writeErr, readErr
 }
 
 func lastLine(s string) string {

@@ -153,6 +153,19 @@ func DecodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// ReadManifest decodes the objects of the YAML file name in fsys.
+func ReadManifest(fsys fs.FS, name string) ([]*unstructured.Unstructured, error) {
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest: %w", err)
+	}
+	objs, err := DecodeYAML(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", name, err)
+	}
+	return objs, nil
+}
+
 // ApplyFS applies the named YAML files of fsys in order (e.g. manifests.FS
 // and manifests.Files()), waiting for each CRD to be established.
 func ApplyFS(ctx context.Context, cfg *rest.Config, fsys fs.FS, names []string) error {
@@ -161,13 +174,9 @@ func ApplyFS(ctx context.Context, cfg *rest.Config, fsys fs.FS, names []string) 
 		return err
 	}
 	for _, n := range names {
-		data, err := fs.ReadFile(fsys, n)
+		objs, err := ReadManifest(fsys, n)
 		if err != nil {
-			return fmt.Errorf("reading manifest: %w", err)
-		}
-		objs, err := DecodeYAML(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("reading manifest %s: %w", n, err)
+			return err
 		}
 		if err := a.Apply(ctx, objs); err != nil {
 			return fmt.Errorf("manifest %s: %w", n, err)
