@@ -42,12 +42,14 @@ func init() {
 // it again, harmlessly) and gives sshd the keys kept there, or new ones.
 func ensureHostKeys(ctx context.Context, p paths, log *slog.Logger) error {
 	e := &env{opts: runOptions{mode: "appliance", data: p.Data}, paths: p, log: log}
-	if dev, found, err := datadisk.Attach(ctx, e.diskOptions()); err != nil {
+	dev, found, err := datadisk.Attach(ctx, e.diskOptions())
+	switch {
+	case err != nil:
 		log.Warn("mounting the data disk", "device", dev, "err", err)
-	} else if !found {
+	case !found:
 		log.Info("no data disk yet: new host keys, kept once firstboot prepares the disk")
 	}
-	res, err := sshhostkeys.Ensure(etcSSH, p.sshHostKeys())
+	res, err := sshhostkeys.Ensure(etcSSH, p.sshHostKeys(), found && err == nil)
 	if err != nil {
 		return err
 	}

@@ -58,9 +58,9 @@ const (
 // Ensure replaces the host keys in etcSSH: with the ones kept in store
 // when it holds a complete set, else with a new ed25519 key (fast even
 // under emulation, unlike RSA; sshd needs one host key). New keys are
-// kept in store when store's parent exists (the data disk is mounted);
-// Save keeps them later otherwise.
-func Ensure(etcSSH, store string) (Result, error) {
+// kept in store when keep is set (the data disk is mounted); Save keeps
+// them later otherwise.
+func Ensure(etcSSH, store string, keep bool) (Result, error) {
 	kept, err := Keys(store)
 	if err != nil {
 		return "", err
@@ -85,7 +85,7 @@ func Ensure(etcSSH, store string) (Result, error) {
 	if err := removeOthers(etcSSH, []string{name, name + ".pub"}); err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(filepath.Dir(store)); err == nil {
+	if keep {
 		if err := Save(etcSSH, store); err != nil {
 			return "", err
 		}

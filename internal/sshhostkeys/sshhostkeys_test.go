@@ -41,7 +41,7 @@ func TestFirstBootThenReboot(t *testing.T) {
 
 	// First boot, before firstboot formats the data disk: new keys.
 	etc := boot(t, root)
-	res, err := Ensure(etc, store)
+	res, err := Ensure(etc, store, false)
 	if err != nil || res != Generated {
 		t.Fatalf("first boot: %v, %v", res, err)
 	}
@@ -75,7 +75,7 @@ func TestFirstBootThenReboot(t *testing.T) {
 
 	// Reboot: the stick's baked keys again, replaced by the kept ones.
 	etc = boot(t, root)
-	res, err = Ensure(etc, store)
+	res, err = Ensure(etc, store, true)
 	if err != nil || res != Restored {
 		t.Fatalf("reboot: %v, %v", res, err)
 	}
@@ -91,7 +91,7 @@ func TestFirstBootThenReboot(t *testing.T) {
 	// Saving again changes nothing.
 	before := read(t, filepath.Join(store, "ssh_host_ed25519_key"))
 	boot(t, root)
-	Ensure(etc, filepath.Join(t.TempDir(), "other"))
+	Ensure(etc, filepath.Join(t.TempDir(), "other"), true)
 	if err := Save(etc, store); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestGeneratedKeysAreKeptWhenTheDiskIsThere(t *testing.T) {
 	root := t.TempDir()
 	store := filepath.Join(t.TempDir(), "ssh-host-keys")
 	etc := boot(t, root)
-	if _, err := Ensure(etc, store); err != nil {
+	if _, err := Ensure(etc, store, true); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(read(t, filepath.Join(store, "ssh_host_ed25519_key.pub")), read(t, filepath.Join(etc, "ssh_host_ed25519_key.pub"))) {
@@ -119,7 +119,7 @@ func TestIncompleteStoreIsNotRestored(t *testing.T) {
 	// A private key without its public half (an interrupted copy).
 	os.WriteFile(filepath.Join(store, "ssh_host_ed25519_key"), []byte("half"), 0o600)
 	etc := boot(t, root)
-	res, err := Ensure(etc, store)
+	res, err := Ensure(etc, store, true)
 	if err != nil || res != Generated {
 		t.Fatalf("%v, %v", res, err)
 	}
