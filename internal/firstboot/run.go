@@ -608,7 +608,7 @@ func (e *env) kubeadmInit(ctx context.Context, pc *pipeline.Context) error {
 		return err
 	}
 	cfg := "--config=" + e.paths.kubeadmConfig()
-	if pc.Record.Attempts > 1 {
+	if pc.Record.Attempts > 1 && pc.Record.Completed.IsZero() {
 		if err := e.clearTornInit(ctx, pc); err != nil {
 			return err
 		}
@@ -769,7 +769,9 @@ func (e *env) apiserverReady(ctx context.Context, pc *pipeline.Context) (bool, e
 	// because it is slow to answer (a busy or emulated machine): fail this
 	// run instead, and the next run (systemd restarts firstboot) checks
 	// again. Only an init that never finished is run again.
-	recordedDone := pc.Record.State == pipeline.StateDone
+	// Completed survives a failed check, so a run after this one fails
+	// still knows the init finished once.
+	recordedDone := !pc.Record.Completed.IsZero()
 	if err != nil {
 		if recordedDone {
 			return false, fmt.Errorf("the API server does not answer yet (%v); kubeadm init finished before, so it is not run again: try again when the node is less busy", err)

@@ -222,6 +222,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		// recorded done has its files whole.
 		syscall.Sync()
 		rec.State, rec.Ended, rec.Duration, rec.Error, rec.Skipped = StateDone, end, end.Sub(start), "", skipped
+		rec.Completed = end
 		if err := SaveState(statePath, st); err != nil {
 			return err
 		}

@@ -376,3 +376,62 @@ func TestDoneSeesTheRecord(t *testing.T) {
 		t.Fatalf("Done saw record states %v, want %v", s.seen, want)
 	}
 }
+
+// slowCluster finishes once; afterwards its Done check fails while the
+// work "does not answer", as a control plane slow to start after a
+// reboot does, and it never runs again once completed.
+type slowCluster struct {
+	fakeStep
+	answering bool
+	runs      int
+	completed []bool // what each Done call saw
+}
+
+func (s *slowCluster) Run(ctx context.Context, pc *Context) error { s.runs++; return nil }
+
+func (s *slowCluster) Done(ctx context.Context, pc *Context) (bool, error) {
+	once := !pc.Record.Completed.IsZero()
+	s.completed = append(s.completed, once)
+	if !once {
+		return false, nil
+	}
+	if !s.answering {
+		return false, errors.New("does not answer yet")
+	}
+	return true, nil
+}
+
+// TestCompletedSurvivesAFailedCheck: after a step finished, a run whose
+// Done check fails records the failure, and the next run's Done still
+// knows the step finished once (so it waits instead of redoing it).
+func TestCompletedSurvivesAFailedCheck(t *testing.T) {
+	dir := t.TempDir()
+	s := &slowCluster{fakeStep: fakeStep{name: "kubeadm-init"}}
+	r := &Runner{Dir: dir, Steps: []Step{s}, Log: slog.New(slog.DiscardHandler)}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err == nil {
+		t.Fatal("the run whose check failed succeeded")
+	}
+	st, err := LoadState(StatePath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := st.Step("kubeadm-init"); rec.State != StateFailed || rec.Completed.IsZero() {
+		t.Fatalf("after the failed check: %+v, want failed with Completed kept", rec)
+	}
+	if err := r.Run(context.Background()); err == nil {
+		t.Fatal("the third run (still not answering) succeeded")
+	}
+	s.answering = true
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.runs != 1 {
+		t.Errorf("the step ran %d times, want once", s.runs)
+	}
+	if want := []bool{false, true, true, true}; fmt.Sprint(s.completed) != fmt.Sprint(want) {
+		t.Errorf("Done saw Completed %v, want %v", s.completed, want)
+	}
+}

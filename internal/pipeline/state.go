@@ -46,6 +46,10 @@ type StepRecord struct {
 	// Skipped is set when the step was found done by its own check
 	// without running.
 	Skipped bool `json:"skipped,omitempty"`
+	// Completed is when the step last finished. A later failure or re-run
+	// keeps it: a Done check can tell work that once finished (a cluster
+	// that is slow to answer) from work that never did.
+	Completed time.Time `json:"completed,omitzero"`
 }
 
 // Step returns the record of the named step, or nil.
