@@ -1,7 +1,6 @@
 package qemutest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -312,28 +311,7 @@ func conditionTrue(conds []struct {
 // PulledRefs reads the registry's access log: the references
 // (registry/repository:tag) and the digests of the manifests it served.
 func PulledRefs(log string) (map[string]bool, error) {
-	out := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(log))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var e registry.LogEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, fmt.Errorf("registry access log line %d: %w", n, err)
-		}
-		if e.Kind != "manifest" || e.Status != 200 {
-			continue
-		}
-		if e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
-			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
-		}
-		if e.Digest != "" {
-			out[e.Digest] = true
-		}
-	}
-	return out, sc.Err()
+	return registry.ServedManifests(strings.NewReader(log))
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -1,9 +1,7 @@
 package firstboot
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -239,30 +237,16 @@ func checkPulledThroughBundle(t *testing.T, tc string, p paths) {
 	}
 }
 
-// servedManifests reads the registry's access log: the references (as
-// registry/repository:tag) and digests of the manifests it served.
+// servedManifests reads the registry's access log.
 func servedManifests(t *testing.T, path string) map[string]bool {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e registry.LogEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("access log: %v", err)
-		}
-		if e.Kind != "manifest" || e.Status != 200 {
-			continue
-		}
-		if e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
-			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
-		}
-		if e.Digest != "" {
-			out[e.Digest] = true
-		}
+	out, err := registry.ServedManifests(f)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
