@@ -16,7 +16,7 @@ GOTEST    := $(GO) test -count=1
 MKUSB     := bin/mkusb
 FIRSTBOOT := bin/firstboot
 
-.PHONY: all build toolchain iso test test-short bench e2e manifests vet fmt clean FORCE
+.PHONY: all build deps toolchain iso test test-short bench e2e manifests vet fmt clean FORCE
 
 all: build
 
@@ -25,12 +25,17 @@ build: $(MKUSB) $(FIRSTBOOT)
 bin/%: FORCE
 	$(GO) build -o $@ ./cmd/$*
 
+# The Debian packages the build and the tests use: installs what is missing
+# (as root), names every missing package at once, silent when all are there.
+deps:
+	@bash .ci/install-deps
+
 # Kubernetes, etcd, CoreDNS and pause from pinned Go modules, and the images
 # kubeadm pulls, into $(CACHE). Cold: about 20 minutes on 2 cores; warm: seconds.
-toolchain: $(MKUSB)
+toolchain: deps $(MKUSB)
 	$(MKUSB) toolchain --cache $(CACHE)
 
-iso: toolchain $(FIRSTBOOT)
+iso: deps toolchain $(FIRSTBOOT)
 	$(MKUSB) build --cache $(CACHE) --output $(OUT)/bootstick.iso
 
 # Every tier: unit, real etcd and kube-apiserver, real kubeadm on this host,
@@ -39,7 +44,7 @@ iso: toolchain $(FIRSTBOOT)
 # booted in QEMU through a whole first boot (about 20 minutes under TCG).
 # Integration tests read the toolchain from $(CACHE). `make e2e` runs the
 # other scenarios.
-test: toolchain
+test: deps toolchain
 	$(GOTEST) -timeout 60m $$($(GO) list ./... | grep -v /qemu-test)
 	$(GOTEST) -v -timeout 50m ./qemu-test/...
 

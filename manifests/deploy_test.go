@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/bootstick/bootstick/internal/kube"
 	"io"
 	"io/fs"
 	"os"
@@ -21,7 +22,6 @@ import (
 	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/recipes"
 	"github.com/bootstick/bootstick/internal/registry"
-	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/toolchain"
 	"github.com/bootstick/bootstick/manifests"
 )
@@ -195,7 +195,11 @@ func TestManifestsApply(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := render.ApplyFS(ctx, env.Config, manifests.FS, manifests.Files()); err != nil {
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []struct{ ns, name string }{{"bpa-system", "bpa-operator"}, {"baremetal-operator-system", "baremetal-operator"}, {"ironic", "ironic"}} {

@@ -103,11 +103,10 @@ func TestBundleDirErrors(t *testing.T) {
 		{liveBundle, "does not look like a booted bootstick"},
 		{"/no/such/bundle", "bundle /no/such/bundle: stat"},
 	} {
-		e := &env{opts: runOptions{bundle: c.bundle}, paths: defaultPaths(t.TempDir())}
 		if _, err := os.Stat("/run/live/medium"); err == nil && c.bundle == liveBundle {
 			continue // on a booted stick the live bundle exists
 		}
-		_, err := e.bundleDir(context.Background())
+		_, err := bundleDir(context.Background(), c.bundle, defaultPaths(t.TempDir()))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("bundleDir(%s) = %v, want %q", c.bundle, err, c.want)
 		}
@@ -132,8 +131,7 @@ func TestBundleFromISO(t *testing.T) {
 	}
 	p := defaultPaths(t.TempDir())
 	p.Run = t.TempDir()
-	e := &env{opts: runOptions{bundle: isoPath, mode: "appliance"}, paths: p}
-	got, err := e.bundleDir(context.Background())
+	got, err := bundleDir(context.Background(), isoPath, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +143,11 @@ func TestBundleFromISO(t *testing.T) {
 	if _, err := verifyBundle(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.bundleDir(context.Background())
+	again, err := bundleDir(context.Background(), isoPath, p)
 	if err != nil || again != got {
 		t.Errorf("second bundleDir = %s, %v; want %s", again, err, got)
 	}
-	if err := e.findBundle(context.Background()); err != nil || len(e.images) != 1 {
-		t.Errorf("findBundle: %v, images %v", err, e.images)
+	if b, err := openBundle(got); err != nil || len(b.images) != 1 {
+		t.Errorf("openBundle: %v, images %v", err, b.images)
 	}
 }

@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,11 +64,12 @@ func TestKindModeOptions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.mode+"/"+c.nodeImage+c.wantErr, func(t *testing.T) {
-			e := &env{opts: runOptions{mode: c.mode, kindNodeImage: c.nodeImage}, paths: defaultPaths("/data"), images: c.images}
-			if got := e.kubeconfig(); got != filepath.Clean(c.wantKubeconfig) {
+			n := discover(context.Background(), runOptions{mode: c.mode, kindNodeImage: c.nodeImage, bundle: "/no/bundle"}, defaultPaths("/data"), nil)
+			n.bundle.images = c.images
+			if got := n.kubeconfig; got != filepath.Clean(c.wantKubeconfig) {
 				t.Errorf("kubeconfig %s, want %s", got, c.wantKubeconfig)
 			}
-			img, err := e.nodeImage()
+			img, err := nodeImage(n)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want one that says %s", err, c.wantErr)

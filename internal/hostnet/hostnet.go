@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/site"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 )
@@ -38,30 +38,11 @@ type Config struct {
 	AuthorizedKeys []string
 }
 
-// siteFile is the part of a site file this package reads. The site was
-// validated when the stick was built; its passwords may be encrypted, so
-// it is not loaded in full here.
-type siteFile struct {
-	Bootstrap struct {
-		Provisioning struct {
-			Interface string `yaml:"interface"`
-			Address   string `yaml:"address"`
-		} `yaml:"provisioning"`
-		External *struct {
-			Interface string `yaml:"interface"`
-			Address   string `yaml:"address"`
-			Gateway   string `yaml:"gateway"`
-		} `yaml:"external"`
-		DNS []string `yaml:"dns"`
-	} `yaml:"bootstrap"`
-	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys"`
-}
-
 // FromSite reads a site file's bootstrap networks and SSH keys.
 func FromSite(path string, data []byte) (Config, error) {
-	var s siteFile
-	if err := yaml.Unmarshal(data, &s); err != nil {
-		return Config{}, fmt.Errorf("reading site %s: %w (check it with firstboot validate)", path, err)
+	s, err := site.ParseEarly(path, data)
+	if err != nil {
+		return Config{}, err
 	}
 	var c Config
 	p := s.Bootstrap.Provisioning

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const site = `apiVersion: bootstick.dev/v1alpha1
+const siteFile = `apiVersion: bootstick.dev/v1alpha1
 kind: Site
 bootstrap:
   provisioning:
@@ -35,7 +35,7 @@ sshAuthorizedKeys:
 `
 
 func TestFromSite(t *testing.T) {
-	c, err := FromSite("site.yaml", []byte(site))
+	c, err := FromSite("site.yaml", []byte(siteFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestApply(t *testing.T) {
 	log := filepath.Join(dir, "ip.log")
 	ip := filepath.Join(dir, "ip")
 	os.WriteFile(ip, []byte("#!/bin/sh\necho \"$@\" >> "+log+"\n"), 0o755)
-	c, err := FromSite("site.yaml", []byte(site))
+	c, err := FromSite("site.yaml", []byte(siteFile))
 	if err != nil {
 		t.Fatal(err)
 	}

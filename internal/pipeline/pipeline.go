@@ -17,19 +17,19 @@ import (
 )
 
 // Step is one named, re-runnable piece of work.
-type Step interface {
-	Name() string
+type Step struct {
+	Name string
 	// Run does the step. It must be safe to run again after a crash at any
 	// point inside it.
-	Run(ctx context.Context, pc *Context) error
-}
-
-// Doner is a Step that can tell whether its effect is already in place.
-// The runner asks it before skipping a step recorded as done (a false
-// answer re-runs the step) and before running a step not yet recorded
-// (a true answer records it done without running it).
-type Doner interface {
-	Done(ctx context.Context, pc *Context) (bool, error)
+	Run func(ctx context.Context, pc *Context) error
+	// Done, when set, tells whether the step's effect is already in place,
+	// without changing anything. The runner asks it before skipping a step
+	// recorded as done (false re-runs the step) and before running a step
+	// not yet recorded (true records it done without running it).
+	Done func(ctx context.Context, pc *Context) (bool, error)
+	// Hint tells a person what to do when the step fails; it is recorded
+	// with the failure and shown by status.
+	Hint string
 }
 
 // Context is what a step gets besides the context.Context.
@@ -164,19 +164,19 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := step.Name()
+		name := step.Name
 		rec := st.Step(name)
 		// Done sees the record as loaded, so it can tell a step recorded
 		// done (be sure before redoing it) from one never finished.
 		pc := &Context{Log: log.With("step", name), Progress: progress, Index: i + 1, Total: n, Record: *rec}
-		doner, hasDone := step.(Doner)
+		hasDone := step.Done != nil
 
 		if rec.State == StateDone {
 			redo := false
 			if hasDone {
-				done, err := doner.Done(ctx, pc)
+				done, err := step.Done(ctx, pc)
 				if err != nil {
-					return r.fail(statePath, st, rec, pc, now(), fmt.Errorf("checking whether it is done: %w", err))
+					return r.fail(statePath, st, rec, step, pc, now(), fmt.Errorf("checking whether it is done: %w", err))
 				}
 				redo = !done
 			}
@@ -202,7 +202,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		skipped := false
 		var runErr error
 		if hasDone {
-			done, err := doner.Done(ctx, pc)
+			done, err := step.Done(ctx, pc)
 			switch {
 			case err != nil:
 				runErr = fmt.Errorf("checking whether it is done: %w", err)
@@ -214,14 +214,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			runErr = step.Run(ctx, pc)
 		}
 		if runErr != nil {
-			return r.fail(statePath, st, rec, pc, now(), runErr)
+			return r.fail(statePath, st, rec, step, pc, now(), runErr)
 		}
 		end := now()
 		// What the step wrote (kubeadm's certificates, say) reaches the
 		// disk before the state says done: after a power cut, a step
 		// recorded done has its files whole.
 		syscall.Sync()
-		rec.State, rec.Ended, rec.Duration, rec.Error, rec.Skipped = StateDone, end, end.Sub(start), "", skipped
+		rec.State, rec.Ended, rec.Duration, rec.Error, rec.Hint, rec.Skipped = StateDone, end, end.Sub(start), "", "", skipped
 		rec.Completed = end
 		if err := SaveState(statePath, st); err != nil {
 			return err
@@ -238,8 +238,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	return SaveState(statePath, st)
 }
 
-func (r *Runner) fail(statePath string, st *State, rec *StepRecord, pc *Context, end time.Time, err error) error {
-	rec.State, rec.Ended, rec.Error = StateFailed, end, err.Error()
+func (r *Runner) fail(statePath string, st *State, rec *StepRecord, step Step, pc *Context, end time.Time, err error) error {
+	rec.State, rec.Ended, rec.Error, rec.Hint = StateFailed, end, err.Error(), step.Hint
 	if !rec.Started.IsZero() {
 		rec.Duration = end.Sub(rec.Started)
 	}
@@ -256,10 +256,10 @@ func (r *Runner) fail(statePath string, st *State, rec *StepRecord, pc *Context,
 func reorder(st *State, steps []Step) *State {
 	out := &State{Version: StateVersion, Started: st.Started, Finished: st.Finished}
 	for _, s := range steps {
-		if rec := st.Step(s.Name()); rec != nil {
+		if rec := st.Step(s.Name); rec != nil {
 			out.Steps = append(out.Steps, *rec)
 		} else {
-			out.Steps = append(out.Steps, StepRecord{Name: s.Name(), State: StatePending})
+			out.Steps = append(out.Steps, StepRecord{Name: s.Name, State: StatePending})
 		}
 	}
 	return out
@@ -268,13 +268,16 @@ func reorder(st *State, steps []Step) *State {
 func checkNames(steps []Step) error {
 	seen := map[string]bool{}
 	for _, s := range steps {
-		if s.Name() == "" {
+		if s.Name == "" {
 			return errors.New("a step has no name")
 		}
-		if seen[s.Name()] {
-			return fmt.Errorf("two steps are named %q", s.Name())
+		if s.Run == nil {
+			return fmt.Errorf("step %q has nothing to run", s.Name)
 		}
-		seen[s.Name()] = true
+		if seen[s.Name] {
+			return fmt.Errorf("two steps are named %q", s.Name)
+		}
+		seen[s.Name] = true
 	}
 	return nil
 }
@@ -290,15 +293,3 @@ func round(d time.Duration) time.Duration {
 	}
 }
 
-// Func makes a Step from a name and a function.
-func Func(name string, run func(ctx context.Context, pc *Context) error) Step {
-	return funcStep{name, run}
-}
-
-type funcStep struct {
-	name string
-	run  func(ctx context.Context, pc *Context) error
-}
-
-func (s funcStep) Name() string                               { return s.name }
-func (s funcStep) Run(ctx context.Context, pc *Context) error { return s.run(ctx, pc) }

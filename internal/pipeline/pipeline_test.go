@@ -25,24 +25,23 @@ type fakeStep struct {
 	done *bool
 }
 
-func (s *fakeStep) Name() string { return s.name }
-func (s *fakeStep) Run(ctx context.Context, pc *Context) error {
+func (s *fakeStep) run(ctx context.Context, pc *Context) error {
 	s.runs++
 	return s.err
 }
 
-type donerStep struct{ *fakeStep }
-
-func (s donerStep) Done(ctx context.Context, pc *Context) (bool, error) { return *s.done, nil }
+func (s *fakeStep) step() Step {
+	st := Step{Name: s.name, Run: s.run}
+	if s.done != nil {
+		st.Done = func(context.Context, *Context) (bool, error) { return *s.done, nil }
+	}
+	return st
+}
 
 func steps(fs ...*fakeStep) []Step {
 	out := make([]Step, len(fs))
 	for i, f := range fs {
-		if f.done != nil {
-			out[i] = donerStep{f}
-		} else {
-			out[i] = f
-		}
+		out[i] = f.step()
 	}
 	return out
 }
@@ -230,7 +229,7 @@ func appendLine(path, line string) {
 
 func helperSteps(dir string, block string) []Step {
 	mk := func(name string) Step {
-		return Func(name, func(ctx context.Context, pc *Context) error {
+		return Step{Name: name, Run: func(ctx context.Context, pc *Context) error {
 			appendLine(filepath.Join(dir, "runs"), name)
 			if name == block {
 				os.WriteFile(filepath.Join(dir, "blocking"), nil, 0o644)
@@ -238,7 +237,7 @@ func helperSteps(dir string, block string) []Step {
 				return errors.New("not killed")
 			}
 			return nil
-		})
+		}}
 	}
 	return []Step{mk("one"), mk("two"), mk("three")}
 }
@@ -362,7 +361,7 @@ func (s *recordingDoner) Done(ctx context.Context, pc *Context) (bool, error) {
 func TestDoneSeesTheRecord(t *testing.T) {
 	dir := t.TempDir()
 	s := &recordingDoner{fakeStep: fakeStep{name: "init"}}
-	r := &Runner{Dir: dir, Steps: []Step{s}, Log: slog.New(slog.DiscardHandler)}
+	r := &Runner{Dir: dir, Steps: []Step{{Name: s.name, Run: s.run, Done: s.Done}}, Log: slog.New(slog.DiscardHandler)}
 	for i := 0; i < 2; i++ {
 		if err := r.Run(context.Background()); err != nil {
 			t.Fatal(err)
@@ -389,6 +388,8 @@ type slowCluster struct {
 
 func (s *slowCluster) Run(ctx context.Context, pc *Context) error { s.runs++; return nil }
 
+func (s *slowCluster) step() Step { return Step{Name: s.name, Run: s.Run, Done: s.Done} }
+
 func (s *slowCluster) Done(ctx context.Context, pc *Context) (bool, error) {
 	once := !pc.Record.Completed.IsZero()
 	s.completed = append(s.completed, once)
@@ -407,7 +408,7 @@ func (s *slowCluster) Done(ctx context.Context, pc *Context) (bool, error) {
 func TestCompletedSurvivesAFailedCheck(t *testing.T) {
 	dir := t.TempDir()
 	s := &slowCluster{fakeStep: fakeStep{name: "kubeadm-init"}}
-	r := &Runner{Dir: dir, Steps: []Step{s}, Log: slog.New(slog.DiscardHandler)}
+	r := &Runner{Dir: dir, Steps: []Step{s.step()}, Log: slog.New(slog.DiscardHandler)}
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

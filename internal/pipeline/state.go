@@ -43,6 +43,8 @@ type StepRecord struct {
 	// Error is the last error of the step; it stays after a later success
 	// would be misleading, so a success clears it.
 	Error string `json:"error,omitempty"`
+	// Hint is the failed step's advice to a person (Step.Hint).
+	Hint string `json:"hint,omitempty"`
 	// Skipped is set when the step was found done by its own check
 	// without running.
 	Skipped bool `json:"skipped,omitempty"`

@@ -194,3 +194,30 @@ func (s *Site) setDefaults() {
 		}
 	}
 }
+
+// Early is what the bootstrap machine needs of a site before it can load it
+// in full: its networks, data disk and SSH keys. The full load may need the
+// age identity kept on the data disk (encrypted passwords), which is not
+// mounted yet. The site was validated when it went on the stick.
+type Early struct {
+	Bootstrap         Bootstrap `yaml:"bootstrap"`
+	SSHAuthorizedKeys []string  `yaml:"sshAuthorizedKeys"`
+}
+
+// ReadEarly reads the early part of the site file at path.
+func ReadEarly(path string) (*Early, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading site file: %w", err)
+	}
+	return ParseEarly(path, data)
+}
+
+// ParseEarly is ReadEarly for data already read from path.
+func ParseEarly(path string, data []byte) (*Early, error) {
+	var e Early
+	if err := yaml.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("reading site %s: %w (check it with firstboot validate)", path, err)
+	}
+	return &e, nil
+}

@@ -17,9 +17,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/bootstick/bootstick/internal/atomicfile"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
@@ -69,7 +68,7 @@ func Load(o Options) (*site.Site, error) {
 // Apply loads the site, renders it with the data disk's SSH key and
 // applies every object with server-side apply. Applying again changes
 // nothing. It returns the hosts for status.
-func Apply(ctx context.Context, cfg *rest.Config, o Options) ([]Host, error) {
+func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -89,7 +88,7 @@ func Apply(ctx context.Context, cfg *rest.Config, o Options) ([]Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := render.Apply(ctx, cfg, objs); err != nil {
+	if err := c.ApplyObjects(ctx, objs); err != nil {
 		return nil, fmt.Errorf("applying the site's objects: %w", err)
 	}
 	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
@@ -113,14 +112,14 @@ func safeURL(s string) string {
 // Watch polls the BareMetalHosts until each has a provisioning state or
 // until wait passes, logging every change. Without a baremetal-operator
 // the states stay empty: that is reported, not an error.
-func Watch(ctx context.Context, cfg *rest.Config, wait time.Duration, log *slog.Logger) ([]render.HostState, error) {
+func Watch(ctx context.Context, c *kube.Client, wait time.Duration, log *slog.Logger) ([]kube.HostState, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	deadline := time.Now().Add(wait)
 	last := map[string]string{}
 	for {
-		states, err := render.HostStates(ctx, cfg)
+		states, err := c.HostStates(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/kube"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,7 +73,11 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	env := kubetest.Start(t)
 	ctx := context.Background()
-	if err := render.ApplyFS(ctx, env.Config, manifests.FS, manifests.Files()); err != nil {
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -81,7 +86,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh"), AgeIdentity: filepath.Join(dir, "age", "identity.txt"), Log: log}
 
-	hosts, err := Apply(ctx, env.Config, o)
+	hosts, err := Apply(ctx, kc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +103,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	key, _ := os.ReadFile(priv)
 
-	states1, err := Watch(ctx, env.Config, 2*time.Second, log)
+	states1, err := Watch(ctx, kc, 2*time.Second, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +112,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	rv := resourceVersions(t, ctx, env)
 
-	if _, err := Apply(ctx, env.Config, o); err != nil {
+	if _, err := Apply(ctx, kc, o); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.ReadFile(priv); !bytes.Equal(again, key) {
@@ -146,7 +151,11 @@ func resourceVersions(t *testing.T, ctx context.Context, env *kubetest.Env) stri
 	for _, s := range secrets.Items {
 		fmt.Fprintf(&b, "secret %s %s\n", s.Name, s.ResourceVersion)
 	}
-	states, err := render.HostStates(ctx, env.Config)
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := kc.HostStates(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,8 +75,6 @@ type Input struct {
 	// Running is true when a run holds the lock; HolderPID is its pid.
 	Running   bool
 	HolderPID int
-	// Hints are per-step advice shown with a failure.
-	Hints    map[string]string
 	Problems []string
 }
 
@@ -120,7 +118,7 @@ func Build(in Input) Report {
 		r.Phase = "not started"
 	}
 	if last := st.LastError(); last != nil {
-		hint := in.Hints[last.Name]
+		hint := last.Hint
 		if hint == "" {
 			hint = "fix the cause, then run `firstboot run` again: finished steps are not repeated"
 		}

@@ -55,16 +55,18 @@ func TestBuildPhases(t *testing.T) {
 }
 
 func failedState() *pipeline.State {
+	failed := rec("containerd", pipeline.StateFailed, 12.4, "containerd at /run/bootstick/containerd/containerd.sock not ready after 30s")
+	failed.Hint = "see /run/bootstick/services/bootstick-containerd.log"
 	return &pipeline.State{Version: 1, Started: t0, Steps: []pipeline.StepRecord{
 		rec("preflight", pipeline.StateDone, 0.2, ""),
 		rec("registry", pipeline.StateDone, 1.26, ""),
-		rec("containerd", pipeline.StateFailed, 12.4, "containerd at /run/bootstick/containerd/containerd.sock not ready after 30s"),
+		failed,
 		rec("kubeadm-init", pipeline.StatePending, 0, ""),
 	}}
 }
 
 func TestReportText(t *testing.T) {
-	r := Build(Input{State: failedState(), Hints: map[string]string{"containerd": "see /run/bootstick/services/bootstick-containerd.log"},
+	r := Build(Input{State: failedState(),
 		Problems: []string{"corrupted blob sha256:abc in the bundle's registry"}})
 	var b bytes.Buffer
 	r.WriteText(&b)

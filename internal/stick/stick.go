@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/preflight"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -113,6 +114,21 @@ type BuildInfo struct {
 }
 
 // Build runs the whole pipeline.
+// Needs are the programs and files a build runs: the toolchain's, the
+// live OS's (mmdebstrap, mksquashfs) and the boot loaders'.
+func Needs() []preflight.Need {
+	return append(toolchain.Needs(),
+		preflight.Program("mmdebstrap", "mmdebstrap"),
+		preflight.Program("mksquashfs", "squashfs-tools"),
+		preflight.Program("unsquashfs", "squashfs-tools"),
+		preflight.Program("grub-mkimage", "grub-common"),
+		preflight.File(iso.DefaultISOLinux, "isolinux"),
+		preflight.File(iso.DefaultMBR, "isolinux"),
+		preflight.File(iso.DefaultLDLinux, "syslinux-common"),
+		preflight.File(iso.DefaultGrubEFIDir+"/linux.mod", "grub-efi-amd64-bin"),
+	)
+}
+
 func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -140,8 +156,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return err
 	}
 
-	// Check the output location first: a build that cannot write its ISO
-	// should fail before it spends minutes.
+	// Check the tools and the output location first: a build that cannot
+	// finish should fail before it spends minutes.
+	if err := preflight.Check(Needs()...); err != nil {
+		return nil, err
+	}
 	if err := checkOutput(o.Output); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/preflight"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -133,7 +134,20 @@ type imageRecord struct{ ocibuild.Image }
 func (r *imageRecord) Blobs() []cas.Digest { return r.Image.Blobs() }
 
 // Build builds everything the spec names and returns the view.
+// Needs are the programs a toolchain build runs besides go: apt and dpkg
+// for the Debian packages of the kube-proxy image.
+func Needs() []preflight.Need {
+	return []preflight.Need{
+		preflight.Program("apt-get", "apt"),
+		preflight.Program("apt-cache", "apt"),
+		preflight.Program("dpkg-deb", "dpkg"),
+	}
+}
+
 func Build(ctx context.Context, opts Options) (*Result, error) {
+	if err := preflight.Check(Needs()...); err != nil {
+		return nil, err
+	}
 	s := opts.Store
 	unlock, err := s.Lock(true)
 	if err != nil {

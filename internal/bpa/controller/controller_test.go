@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/kube"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/kubetest"
-	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/manifests"
 )
 
@@ -30,7 +30,11 @@ func TestAgainstAPIServer(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := render.ApplyFS(ctx, env.Config, manifests.FS, []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml"}); err != nil {
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml"}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Scheme()

@@ -7,13 +7,11 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/pipeline"
-	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/sitestep"
 	"github.com/bootstick/bootstick/internal/status"
 )
@@ -48,7 +46,7 @@ func buildStatus(p paths) (status.Report, error) {
 	if err != nil {
 		return status.Report{}, err
 	}
-	in := status.Input{State: st, Hints: stepHints}
+	in := status.Input{State: st}
 	lock := p.lock()
 	if pipeline.Held(lock) {
 		in.Running, in.HolderPID = true, pipeline.LockHolder(lock)
@@ -92,56 +90,35 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 		out = append(out, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
 	}
 	c := &status.Cluster{PodsNotReady: []string{}}
-	cfg, err := restConfigFrom(kubeconfig)
+	kc, err := kube.Load(kubeconfig)
 	if err != nil {
 		c.Error = err.Error()
 		return c, out
 	}
-	cfg.Timeout = 4 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	kc.Config.Timeout = 4 * time.Second
+	if kc, err = kube.New(kc.Config); err != nil {
 		c.Error = err.Error()
 		return c, out
 	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := kc.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		c.Error = err.Error()
 		return c, out
 	}
 	for _, n := range nodes.Items {
-		c.Node = n.Name
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				c.NodeReady = cond.Status == corev1.ConditionTrue
-			}
-		}
+		c.Node, c.NodeReady = n.Name, kube.NodeReady(n)
 	}
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if c.PodsNotReady, err = kc.PodsNotReady(ctx, ""); err != nil {
 		c.Error = err.Error()
 		return c, out
 	}
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodSucceeded {
-			continue
-		}
-		ready := false
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
-		if !ready {
-			c.PodsNotReady = append(c.PodsNotReady, fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, p.Status.Phase))
-		}
-	}
 	if len(hosts) > 0 {
-		states, err := render.HostStates(ctx, cfg)
+		states, err := kc.HostStates(ctx)
 		if err != nil {
 			c.Error = err.Error()
 			return c, out
 		}
-		byName := map[string]render.HostState{}
+		byName := map[string]kube.HostState{}
 		for _, s := range states {
 			byName[s.Name] = s
 		}

@@ -1,4 +1,4 @@
-package render
+package kube
 
 import (
 	"context"
@@ -16,6 +16,10 @@ import (
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/kubetest"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/testkit"
 	"github.com/bootstick/bootstick/manifests"
 )
 
@@ -33,7 +37,7 @@ func versions(t testing.TB, cfg *rest.Config) map[string]string {
 	}
 	out := map[string]string{}
 	for kind, res := range map[string]schema.GroupVersionResource{"Secret": secretsRes, "BareMetalHost": bmhResource, "Provisioning": provRes} {
-		list, err := dyn.Resource(res).Namespace(Namespace).List(context.Background(), metav1.ListOptions{})
+		list, err := dyn.Resource(res).Namespace(render.Namespace).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +64,36 @@ func changed(a, b map[string]string) []string {
 	return out
 }
 
-func startCluster(t testing.TB) *kubetest.Env {
+func startCluster(t testing.TB) (*kubetest.Env, *Client) {
 	t.Helper()
 	env := kubetest.Start(t)
-	if err := ApplyFS(context.Background(), env.Config, manifests.FS, manifests.Files()); err != nil {
+	c, err := New(env.Config)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return env
+	if err := c.ApplyFS(context.Background(), manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}
+
+var siteYAML = testkit.SiteYAML
+
+func renderSite(t testing.TB, data string) []render.Object {
+	t.Helper()
+	s, err := site.Parse("gen/site.yaml", []byte(data), site.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sshkeys.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 // TestApplyTenHosts applies a 10-host site to a real kube-apiserver with
@@ -76,11 +103,11 @@ func TestApplyTenHosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
 	}
-	env := startCluster(t)
+	env, c := startCluster(t)
 	ctx := context.Background()
 	data := siteYAML("ten", "t", 10, 7)
 	objs := renderSite(t, data)
-	if err := Apply(ctx, env.Config, objs); err != nil {
+	if err := c.ApplyObjects(ctx, objs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -88,7 +115,7 @@ func TestApplyTenHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bmhs, err := dyn.Resource(bmhResource).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	bmhs, err := dyn.Resource(bmhResource).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +129,11 @@ func TestApplyTenHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		macs[h.Name] = h.Spec.BootMACAddress
-		if h.Spec.BMC.CredentialsName != BMCSecretName(h.Name) {
+		if h.Spec.BMC.CredentialsName != render.BMCSecretName(h.Name) {
 			t.Errorf("%s: credentialsName %q", h.Name, h.Spec.BMC.CredentialsName)
 		}
 	}
-	secrets, err := dyn.Resource(secretsRes).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	secrets, err := dyn.Resource(secretsRes).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +150,7 @@ func TestApplyTenHosts(t *testing.T) {
 	if bmcSecrets != 10 {
 		t.Fatalf("%d BMC Secrets, want 10", bmcSecrets)
 	}
-	provs, err := dyn.Resource(provRes).Namespace(Namespace).List(ctx, metav1.ListOptions{})
+	provs, err := dyn.Resource(provRes).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +183,7 @@ func TestApplyTenHosts(t *testing.T) {
 		}
 	}
 
-	states, err := HostStates(ctx, env.Config)
+	states, err := c.HostStates(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +192,11 @@ func TestApplyTenHosts(t *testing.T) {
 	}
 
 	before := versions(t, env.Config)
-	if err := Apply(ctx, env.Config, renderSite(t, data)); err != nil {
+	if err := c.ApplyObjects(ctx, renderSite(t, data)); err != nil {
 		t.Fatal(err)
 	}
-	if c := changed(before, versions(t, env.Config)); len(c) != 0 {
-		t.Fatalf("re-applying the same site changed %v", c)
+	if ch := changed(before, versions(t, env.Config)); len(ch) != 0 {
+		t.Fatalf("re-applying the same site changed %v", ch)
 	}
 
 	edited := strings.Replace(data, "52:54:00:07:00:03", "52:54:00:07:00:f3", 1)
@@ -177,12 +204,12 @@ func TestApplyTenHosts(t *testing.T) {
 	if edited == data {
 		t.Fatal("edit did nothing")
 	}
-	if err := Apply(ctx, env.Config, renderSite(t, edited)); err != nil {
+	if err := c.ApplyObjects(ctx, renderSite(t, edited)); err != nil {
 		t.Fatal(err)
 	}
-	c := changed(before, versions(t, env.Config))
-	if want := []string{"BareMetalHost/t-host-03", "Provisioning/ten"}; strings.Join(c, " ") != strings.Join(want, " ") {
-		t.Fatalf("editing host 3 changed %v, want %v", c, want)
+	ch := changed(before, versions(t, env.Config))
+	if want := []string{"BareMetalHost/t-host-03", "Provisioning/ten"}; strings.Join(ch, " ") != strings.Join(want, " ") {
+		t.Fatalf("editing host 3 changed %v, want %v", ch, want)
 	}
 }
 
@@ -203,28 +230,27 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 // new 100-host site each iteration (400 objects created); "reapply" applies
 // an unchanged one (no writes).
 func BenchmarkValidateRenderApply100(b *testing.B) {
-	env := startCluster(b)
+	env, c := startCluster(b)
+	_ = env
 	ctx := context.Background()
-	key := testKey(b)
 	b.Run("create", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
 			data := siteYAML(fmt.Sprintf("c%d", i), fmt.Sprintf("c%d", i), 100, i)
 			objs := renderSite(b, data)
-			_ = key
-			if err := Apply(ctx, env.Config, objs); err != nil {
+			if err := c.ApplyObjects(ctx, objs); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("reapply", func(b *testing.B) {
 		data := siteYAML("re", "re", 100, 200)
-		if err := Apply(ctx, env.Config, renderSite(b, data)); err != nil {
+		if err := c.ApplyObjects(ctx, renderSite(b, data)); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if err := Apply(ctx, env.Config, renderSite(b, data)); err != nil {
+			if err := c.ApplyObjects(ctx, renderSite(b, data)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,18 +5,11 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/sshhostkeys"
 )
-
-// etcSSH is where sshd reads its host keys.
-const etcSSH = "/etc/ssh"
-
-// sshHostKeys is where the bootstrap machine's own sshd host keys are kept.
-func (p paths) sshHostKeys() string { return filepath.Join(p.Data, "ssh-host-keys") }
 
 func init() {
 	register(cli.Command{
@@ -41,8 +34,9 @@ func init() {
 // ensureHostKeys mounts the data disk when there is one (firstboot mounts
 // it again, harmlessly) and gives sshd the keys kept there, or new ones.
 func ensureHostKeys(ctx context.Context, p paths, log *slog.Logger) error {
-	e := &env{opts: runOptions{mode: "appliance", data: p.Data}, paths: p, log: log}
-	dev, found, err := datadisk.Attach(ctx, e.diskOptions())
+	d := diskOptions(runOptions{mode: "appliance", data: p.Data}, p)
+	d.Log = log
+	dev, found, err := datadisk.Attach(ctx, d)
 	switch {
 	case err != nil:
 		log.Warn("mounting the data disk", "device", dev, "err", err)
@@ -59,11 +53,11 @@ func ensureHostKeys(ctx context.Context, p paths, log *slog.Logger) error {
 
 // keepHostKeys keeps the machine's host keys on the data disk (the first
 // boot made them before the disk existed).
-func (e *env) keepHostKeys(log *slog.Logger) {
+func keepHostKeys(p paths, log *slog.Logger) {
 	if !isLiveSystem() {
 		return
 	}
-	if err := sshhostkeys.Save(etcSSH, e.paths.sshHostKeys()); err != nil {
+	if err := sshhostkeys.Save(etcSSH, p.sshHostKeys()); err != nil {
 		log.Warn("keeping sshd's host keys on the data disk", "err", err)
 	}
 }

@@ -19,20 +19,10 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 )
 
-// liveBundle is the bundle on the booted stick: live-boot mounts the boot
-// medium at /run/live/medium.
-const liveBundle = "/run/live/medium/bundle"
-
-// isoMount is where `--bundle X.iso` is loop-mounted, read-only. It stays
-// mounted while the node runs (the registry serves from it); reset
-// unmounts it.
-func (p paths) isoMount() string { return filepath.Join(p.Run, "iso") }
-
 // bundleDir turns the --bundle argument into a folder: a folder is used as
 // it is; an ISO file is loop-mounted read-only (once; a resumed run finds
 // the mount) and its /bundle is used.
-func (e *env) bundleDir(ctx context.Context) (string, error) {
-	b := e.opts.bundle
+func bundleDir(ctx context.Context, b string, p paths) (string, error) {
 	fi, err := os.Stat(b)
 	if errors.Is(err, fs.ErrNotExist) && b == liveBundle {
 		return "", fmt.Errorf("no bundle at %s: this does not look like a booted bootstick (no live medium); pass --bundle DIR or --bundle FILE.iso", b)
@@ -46,7 +36,7 @@ func (e *env) bundleDir(ctx context.Context) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("bundle %s: neither a folder nor an ISO file", b)
 	}
-	mnt := e.paths.isoMount()
+	mnt := p.isoMount()
 	abs, err := filepath.Abs(b)
 	if err != nil {
 		return "", err
@@ -65,7 +55,7 @@ func (e *env) bundleDir(ctx context.Context) (string, error) {
 		}
 		// This kernel cannot mount ISO 9660 (no isofs): copy /bundle out
 		// of the image instead, once.
-		return e.extractBundle(abs)
+		return extractBundle(abs, p)
 	}
 	dir := filepath.Join(mnt, "bundle")
 	if _, err := os.Stat(filepath.Join(dir, "bundle.lock")); err != nil {
@@ -181,13 +171,11 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	e := &env{}
-	e.layout = filepath.Join(dir, "registry")
-	if err := e.openLayout(); err != nil {
+	if b, err := openBundle(dir); err != nil {
 		problems = append(problems, err.Error())
 	} else {
 		have := map[string]bool{}
-		for _, img := range e.images {
+		for _, img := range b.images {
 			have[img] = true
 		}
 		for ref := range lock.ImageRefs() {
@@ -207,8 +195,8 @@ feed:
 // extractBundle copies the ISO's /bundle to the data folder with go-diskfs,
 // for kernels without ISO 9660 support. The copy is made in a temporary
 // folder and renamed, so a killed copy is never taken for a whole one.
-func (e *env) extractBundle(iso string) (string, error) {
-	dst := filepath.Join(e.paths.Data, "iso-bundle")
+func extractBundle(iso string, p paths) (string, error) {
+	dst := filepath.Join(p.Data, "iso-bundle")
 	if _, err := os.Stat(filepath.Join(dst, "bundle.lock")); err == nil {
 		return dst, nil
 	}

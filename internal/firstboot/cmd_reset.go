@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/command"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -65,7 +66,7 @@ func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) er
 
 	self, _ := os.Executable()
 	services := supervise.New(p.services(), []string{self, "supervise"})
-	e := &env{opts: runOptions{binDir: binDir}, paths: p}
+	n := &node{opts: runOptions{binDir: binDir}, paths: p}
 	var errs []error
 	note := func(what string, err error) {
 		if err != nil {
@@ -76,11 +77,9 @@ func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) er
 
 	note("stopping kubelet", services.Stop(ctx, kubeletService))
 	sock := p.containerd().Address
-	if kubeadmBin, err := e.findBin("kubeadm"); err == nil && containerd.WaitReady(ctx, sock, time.Second) == nil {
-		out, err := exec.CommandContext(ctx, kubeadmBin, "reset", "--force", "--cri-socket=unix://"+sock).CombinedOutput()
-		if err != nil {
-			note("kubeadm reset", fmt.Errorf("%w: %s", err, tail(string(out), 10)))
-		}
+	if kubeadmBin, err := n.findBin("kubeadm"); err == nil && containerd.WaitReady(ctx, sock, time.Second) == nil {
+		_, err := command.Run(ctx, command.Options{Env: n.toolEnv()}, kubeadmBin, "reset", "--force", "--cri-socket=unix://"+sock)
+		note("kubeadm reset", err)
 	}
 	note("stopping containerd", services.Stop(ctx, containerd.ServiceName))
 	killShims(sock, log)

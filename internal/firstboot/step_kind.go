@@ -1,0 +1,140 @@
+package firstboot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/kindcluster"
+	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/registry"
+)
+
+// kindPreflightStep reports the container engine discovery found.
+func kindPreflightStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "preflight",
+		Hint: "install and start docker.io or podman (`docker info` must answer), or use --mode host",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			if n.engineErr != nil {
+				return n.engineErr
+			}
+			pc.Log.Info("kind mode", "engine", n.engine.Name, "cluster", n.opts.kindName)
+			return nil
+		},
+	}
+}
+
+// nodeImage is --kind-node-image, else kindest/node at the Kubernetes
+// version of the bundle's kube-apiserver.
+func nodeImage(n *node) (string, error) {
+	if n.opts.kindNodeImage != "" {
+		return n.opts.kindNodeImage, nil
+	}
+	api, err := n.bundle.findImage("kube-apiserver")
+	if err != nil {
+		return "", fmt.Errorf("choosing the kind node image: %w; pass --kind-node-image", err)
+	}
+	return "kindest/node:" + api.Tag, nil
+}
+
+func kindCluster(n *node, pc *pipeline.Context) (*kindcluster.Cluster, string, error) {
+	if n.engineErr != nil {
+		return nil, "", n.engineErr
+	}
+	img, err := nodeImage(n)
+	if err != nil {
+		return nil, "", err
+	}
+	c := kindcluster.New(n.engine, kindcluster.Options{Name: n.opts.kindName, NodeImage: img,
+		Kubeconfig: n.paths.kindKubeconfig(), Wait: n.opts.timeout, Log: pc.Log})
+	return c, img, nil
+}
+
+// kindClusterStep creates the kind cluster, or reuses it, with the node
+// image from the bundle or the engine (never pulled).
+func kindClusterStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "kind-cluster",
+		Hint: "`docker ps` (or podman ps) shows what kind left; rerunning reuses the cluster",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			c, img, err := kindCluster(n, pc)
+			if err != nil {
+				return err
+			}
+			exists, err := c.Exists()
+			if err != nil {
+				return err
+			}
+			if !exists {
+				loaded, err := kindcluster.EnsureNodeImage(ctx, n.engine, n.bundle.layout, img)
+				if err != nil {
+					return err
+				}
+				if loaded {
+					pc.Log.Info("loaded the node image from the bundle", "image", img, "engine", n.engine.Name)
+				}
+			}
+			start := time.Now()
+			created, err := c.Ensure()
+			if err != nil {
+				return err
+			}
+			if created {
+				pc.Log.Info(fmt.Sprintf("created kind cluster %s in %s", n.opts.kindName, time.Since(start).Round(100*time.Millisecond)),
+					"image", img, "kubeconfig", n.paths.kindKubeconfig())
+			} else {
+				pc.Log.Info("reusing kind cluster "+n.opts.kindName, "kubeconfig", n.paths.kindKubeconfig())
+			}
+			return nil
+		},
+	}
+}
+
+// kindImagesStep loads every image of the bundle (but the node image) into
+// every node, so that pods start with nothing pulled. It sends an OCI
+// archive, not a docker archive: containerd rebuilds the manifest of a
+// docker archive (a new digest), and the manifests name some images by
+// digest.
+func kindImagesStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "kind-images",
+		Hint: "rerunning loads the images again",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			c, img, err := kindCluster(n, pc)
+			if err != nil {
+				return err
+			}
+			node, err := registry.ParseRef(img)
+			if err != nil {
+				return fmt.Errorf("--kind-node-image: %w", err)
+			}
+			refs := slices.DeleteFunc(slices.Clone(n.bundle.images), func(r string) bool { return r == node.String() })
+			start := time.Now()
+			err = c.LoadImages(ctx, func(w io.Writer) error { return kindcluster.WriteOCIArchive(n.bundle.layout, refs, w) })
+			if err != nil {
+				return err
+			}
+			pc.Log.Info(fmt.Sprintf("loaded %d images of the bundle into the nodes in %s", len(refs), time.Since(start).Round(100*time.Millisecond)))
+			return nil
+		},
+	}
+}
+
+// kindReadyStep waits until every node is Ready.
+func kindReadyStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "done",
+		Hint: "kubectl --kubeconfig " + n.paths.kindKubeconfig() + " get nodes shows which node is not ready",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			c, err := kube.Load(n.kubeconfig)
+			if err != nil {
+				return err
+			}
+			return c.WaitNodesReady(ctx, n.opts.timeout)
+		},
+	}
+}

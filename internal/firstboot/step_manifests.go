@@ -1,0 +1,119 @@
+package firstboot
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/manifests"
+)
+
+// manifestsStep applies the bundle's manifests (or, for a bare OCI layout
+// in host mode, the ones built into firstboot) in order with server-side
+// apply, waiting for each CRD to be established and, after each file, for
+// the file's Deployments to be available. A Deployment whose images the
+// bundle's registry lacks is left out (it could not start offline), as
+// mkusb leaves its manifest off a stick (manifests.ifImagesPresent).
+func manifestsStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "manifests",
+		Hint: "kubectl get pods -A shows the pods that do not start; rerunning applies the manifests again",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			fsys, names, err := manifestFiles(n, pc)
+			if err != nil {
+				return err
+			}
+			c, err := kube.Load(n.kubeconfig)
+			if err != nil {
+				return err
+			}
+			for _, name := range names {
+				if err := applyManifest(ctx, n, c, pc, fsys, name); err != nil {
+					return fmt.Errorf("manifest %s: %w", name, err)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// manifestFiles are the bundle's manifests/*.yaml in name order, or
+// firstboot's own where a bundle (outside appliance mode) has none.
+func manifestFiles(n *node, pc *pipeline.Context) (fs.FS, []string, error) {
+	dir := filepath.Join(n.bundle.dir, "manifests")
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil:
+	case n.opts.mode == "appliance":
+		return nil, nil, fmt.Errorf("the bundle has no manifests folder %s: %w", dir, err)
+	default:
+		pc.Log.Info("the bundle has no manifests folder; applying firstboot's own", "folder", dir)
+		return manifests.FS, manifests.Files(), nil
+	}
+	var names []string
+	for _, en := range entries {
+		if !en.IsDir() && (strings.HasSuffix(en.Name(), ".yaml") || strings.HasSuffix(en.Name(), ".yml")) {
+			names = append(names, en.Name())
+		}
+	}
+	slices.Sort(names)
+	return os.DirFS(dir), names, nil
+}
+
+func applyManifest(ctx context.Context, n *node, c *kube.Client, pc *pipeline.Context, fsys fs.FS, name string) error {
+	objs, err := render.ReadManifest(fsys, name)
+	if err != nil {
+		return err
+	}
+	var apply []*unstructured.Unstructured
+	var wait []appsv1.Deployment
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			apply = append(apply, o)
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			return fmt.Errorf("Deployment %s: %w", o.GetName(), err)
+		}
+		if missing := missingImages(d, n.bundle.has); len(missing) > 0 {
+			pc.Log.Warn("left out a Deployment whose images the bundle lacks", "manifest", name, "deployment", d.Namespace+"/"+d.Name, "images", missing)
+			continue
+		}
+		apply, wait = append(apply, o), append(wait, d)
+	}
+	if err := c.Apply(ctx, apply); err != nil {
+		return err
+	}
+	for _, d := range wait {
+		if err := c.WaitDeployment(ctx, d.Namespace, d.Name, n.opts.timeout); err != nil {
+			return err
+		}
+		pc.Log.Info("available", "deployment", d.Namespace+"/"+d.Name)
+	}
+	pc.Log.Info("applied", "manifest", name, "objects", len(apply))
+	return nil
+}
+
+func missingImages(d appsv1.Deployment, has func(ref string) bool) []string {
+	var out []string
+	spec := d.Spec.Template.Spec
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if !has(c.Image) {
+			out = append(out, c.Image)
+		}
+	}
+	return out
+}
+

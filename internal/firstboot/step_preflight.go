@@ -1,0 +1,64 @@
+package firstboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+)
+
+// preflightStep checks that this machine has every program the steps run,
+// naming all that are missing at once, and sets the kernel settings
+// kubeadm's preflight wants.
+func preflightStep(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "preflight",
+		Hint: "install what is missing (see the error), then run `firstboot run` again",
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			var probs []string
+			if os.Geteuid() != 0 {
+				probs = append(probs, "firstboot run must run as root")
+			}
+			var missing []string
+			for _, b := range []string{"kubeadm", "kubelet", "containerd", "runc", "containerd-shim-runc-v2", "iptables"} {
+				if _, err := n.findBin(b); err != nil {
+					missing = append(missing, b)
+				}
+			}
+			if len(missing) > 0 {
+				probs = append(probs, fmt.Sprintf("programs not found in %s: %s (Debian packages: containerd runc iptables; Kubernetes: make toolchain)",
+					strings.Join(n.binDirs(), ":"), strings.Join(missing, ", ")))
+			}
+			missing = nil
+			cniBin := n.paths.containerd().CNIBinDir
+			for _, plugin := range []string{"bridge", "host-local", "portmap", "loopback"} {
+				if !fileExists(filepath.Join(cniBin, plugin)) {
+					missing = append(missing, plugin)
+				}
+			}
+			if len(missing) > 0 {
+				probs = append(probs, fmt.Sprintf("CNI plugins missing from %s: %s (Debian: containernetworking-plugins)", cniBin, strings.Join(missing, ", ")))
+			}
+			if len(probs) > 0 {
+				return errors.New(strings.Join(probs, "; "))
+			}
+			// Kernel settings kubeadm's preflight wants; set, not just checked.
+			for _, mod := range []string{"br_netfilter", "overlay"} {
+				if out, err := exec.CommandContext(ctx, "modprobe", mod).CombinedOutput(); err != nil {
+					pc.Log.Warn("loading a kernel module", "module", mod, "err", err, "output", strings.TrimSpace(string(out)))
+				}
+			}
+			for k, v := range map[string]string{"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1", "net/bridge/bridge-nf-call-ip6tables": "1"} {
+				if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+					pc.Log.Warn("setting sysctl", "key", k, "err", err)
+				}
+			}
+			return nil
+		},
+	}
+}

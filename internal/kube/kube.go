@@ -1,0 +1,55 @@
+// Package kube is bootstick's one way to reach a cluster, through client-go:
+// readiness checked with the cluster's own CA, server-side apply, waits for
+// nodes, rollouts and pods, the control-plane taint, and the BareMetalHosts'
+// states. Nothing here runs kubectl.
+package kube
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// FieldManager owns every field bootstick applies.
+const FieldManager = "bootstick"
+
+// Client reaches one cluster.
+type Client struct {
+	Config *rest.Config
+	CS     kubernetes.Interface
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+// Load reads a kubeconfig file and connects to its cluster.
+func Load(kubeconfig string) (*Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return New(cfg)
+}
+
+// New connects to the cluster cfg names. Nothing is sent yet.
+func New(cfg *rest.Config) (*Client, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return &Client{Config: cfg, CS: cs, dyn: dyn,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
+}
