@@ -116,4 +116,3 @@ func missingImages(d appsv1.Deployment, has func(ref string) bool) []string {
 	}
 	return out
 }
-

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 

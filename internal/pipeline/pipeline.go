@@ -292,4 +292,3 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 }
-

@@ -75,7 +75,7 @@ type Input struct {
 	// Running is true when a run holds the lock; HolderPID is its pid.
 	Running   bool
 	HolderPID int
-	Problems []string
+	Problems  []string
 }
 
 // Build makes the report.
