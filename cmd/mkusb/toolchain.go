@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/progress"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -40,7 +41,7 @@ func init() {
 					return err
 				}
 				start := time.Now()
-				res, err := toolchain.Build(ctx, toolchain.Options{Spec: spec, Store: store, Epoch: epoch})
+				res, err := toolchain.Build(ctx, toolchain.Options{Spec: spec, Store: store, Epoch: epoch, Progress: progress.For(os.Stderr)})
 				if err != nil {
 					return err
 				}

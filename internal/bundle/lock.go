@@ -18,7 +18,7 @@ import (
 	"github.com/bootstick/bootstick/internal/config"
 	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/registry"
-	"github.com/bootstick/bootstick/internal/toolchain"
+	"github.com/bootstick/bootstick/internal/toolchain/record"
 )
 
 // LockKind is the kind of bundle.lock.
@@ -71,10 +71,10 @@ type LockedOS struct {
 
 // LockedKube is the release and where it came from.
 type LockedKube struct {
-	Version string                   `json:"version"`
-	Source  string                   `json:"source"`
-	Go      string                   `json:"go,omitempty"`
-	Recipes []toolchain.RecipeRecord `json:"recipes,omitempty"`
+	Version string                `json:"version"`
+	Source  string                `json:"source"`
+	Go      string                `json:"go,omitempty"`
+	Recipes []record.RecipeRecord `json:"recipes,omitempty"`
 	// Binaries are every binary of the release the bundle uses.
 	Binaries []LockedFile `json:"binaries"`
 }
@@ -143,7 +143,7 @@ func (l *Lock) PayloadFiles() map[string]cas.Digest {
 // Resolver is what Resolve needs from the world.
 type Resolver struct {
 	// Toolchain builds (or reads from the cache) the release from source.
-	Toolchain func(ctx context.Context, recipes string) (*toolchain.Manifest, error)
+	Toolchain func(ctx context.Context, recipes string) (*record.Manifest, error)
 	// Debs resolves Debian package names to versions and sha256.
 	Debs func(ctx context.Context, names []string) ([]debs.Package, error)
 	// OSPackages are installed in every OS besides the bundle's own

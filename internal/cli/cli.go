@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/progress"
 	"io"
 	"log/slog"
 	"os"
@@ -79,7 +80,8 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	if journal {
 		slog.SetDefault(slog.New(newPriorityHandler(stderr, opts)))
 	} else {
-		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, opts)))
+		// Log lines go above a progress bar, never through it.
+		slog.SetDefault(slog.New(slog.NewTextHandler(progress.LogWriter(stderr), opts)))
 	}
 
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

@@ -8,10 +8,13 @@
 package gobuild
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/progress"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +37,11 @@ type Options struct {
 	Epoch time.Time
 	// RepoDir is the folder local recipes are relative to.
 	RepoDir string
+	// Progress, when set, shows the build: packages compiled out of the
+	// recipe's dependency count, and the package compiling now. Label
+	// names the step ("recipe 1/5 kubernetes").
+	Progress progress.Progress
+	Label    string
 }
 
 // Flags are the build flags every recipe uses. They are part of every
@@ -110,7 +118,30 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 	}
 	args = append(args, "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", abs+string(filepath.Separator))
 	args = append(args, pkgs...)
-	if out, err := run(ctx, goCmd, dir, args...); err != nil {
+	var onLine func(string)
+	if opts.Progress != nil {
+		total, err := countDeps(ctx, goCmd, dir, r.Local == "", pkgs)
+		if err != nil {
+			return fail("resolving", "", err)
+		}
+		label := opts.Label
+		if label == "" {
+			label = "recipe " + r.Name
+		}
+		progress.StartCount(opts.Progress, label, int64(total), "packages")
+		defer opts.Progress.Done()
+		args = append(args[:1], append([]string{"-v"}, args[1:]...)...)
+		onLine = func(l string) {
+			// -v names each package as it is compiled; other lines are
+			// the go command's own ("go: downloading ...").
+			if l == "" || strings.HasPrefix(l, "go: ") || strings.HasPrefix(l, "#") || strings.ContainsAny(l, " \t") {
+				return
+			}
+			progress.Describe(opts.Progress, "compiling "+l)
+			opts.Progress.Add(1)
+		}
+	}
+	if out, err := runLines(ctx, goCmd, dir, onLine, args...); err != nil {
 		return fail("building", out, err)
 	}
 	// Each binary gets its recipe name; no two packages of a recipe share a
@@ -237,6 +268,59 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 	}
 	f.Cleanup()
 	return f.Format()
+}
+
+// countDeps counts the packages a build of pkgs compiles at most.
+func countDeps(ctx context.Context, goCmd, dir string, modMod bool, pkgs []string) (int, error) {
+	args := append([]string{"list"}, Flags...)
+	if modMod {
+		args = append(args, "-mod=mod")
+	}
+	args = append(append(args, "-deps", "-f", "{{.ImportPath}}"), pkgs...)
+	out, err := run(ctx, goCmd, dir, args...)
+	if err != nil {
+		return 0, fmt.Errorf("listing the packages to build: %w\n%s", err, tail(out, 15))
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if l != "" && !strings.HasPrefix(l, "go: ") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// runLines is run, with each line of output also handed to onLine (when
+// set) as it comes.
+func runLines(ctx context.Context, goCmd, dir string, onLine func(string), args ...string) (string, error) {
+	if onLine == nil {
+		return run(ctx, goCmd, dir, args...)
+	}
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), Env()...)
+	pr, pw := io.Pipe()
+	var b bytes.Buffer
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			onLine(strings.TrimSpace(sc.Text()))
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Run()
+	pw.Close()
+	<-done
+	if ctx.Err() != nil {
+		return b.String(), ctx.Err()
+	}
+	return b.String(), err
 }
 
 func run(ctx context.Context, goCmd, dir string, args ...string) (string, error) {

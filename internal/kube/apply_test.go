@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -79,13 +80,16 @@ func startCluster(t testing.TB) (*kubetest.Env, *Client) {
 
 var siteYAML = testkit.SiteYAML
 
+// testKey is one SSH key for every render, as firstboot keeps one.
+var testKey = sync.OnceValues(func() (*sshkeys.KeyPair, error) { return sshkeys.Generate(nil) })
+
 func renderSite(t testing.TB, data string) []render.Object {
 	t.Helper()
 	s, err := site.Parse("gen/site.yaml", []byte(data), site.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := sshkeys.Generate(nil)
+	key, err := testKey()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,34 @@ type Progress interface {
 	Done()
 }
 
+// Counter is a Progress that can count items other than bytes
+// (packages compiled, say).
+type Counter interface {
+	StartCount(name string, total int64, unit string)
+}
+
+// Describer is a Progress that can say what happens now within a step.
+type Describer interface {
+	Describe(msg string)
+}
+
+// StartCount starts a step that counts units; a Progress that cannot
+// count them gets Start.
+func StartCount(p Progress, name string, total int64, unit string) {
+	if c, ok := p.(Counter); ok {
+		c.StartCount(name, total, unit)
+		return
+	}
+	p.Start(name, total)
+}
+
+// Describe says what happens now, where p can show it.
+func Describe(p Progress, msg string) {
+	if d, ok := p.(Describer); ok {
+		d.Describe(msg)
+	}
+}
+
 // Nop reports nothing.
 func Nop() Progress { return nop{} }
 
@@ -44,14 +72,30 @@ type bars struct {
 	w   io.Writer
 	mu  sync.Mutex
 	bar *progressbar.ProgressBar
+	// name is the step's; Describe adds to it.
+	name string
 }
 
-func (b *bars) Start(name string, total int64) {
+func (b *bars) Start(name string, total int64) { b.start(name, total, "") }
+
+func (b *bars) StartCount(name string, total int64, unit string) { b.start(name, total, unit) }
+
+func (b *bars) Describe(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		b.bar.Describe(b.name + ": " + msg)
+	}
+}
+
+func (b *bars) start(name string, total int64, unit string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bar != nil {
 		b.bar.Finish()
 	}
+	b.name = name
+	setActive(b)
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(b.w),
 		progressbar.OptionSetDescription(name),
@@ -60,9 +104,12 @@ func (b *bars) Start(name string, total int64) {
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionSetWidth(30),
 	}
-	if total >= 0 {
+	switch {
+	case total >= 0 && unit != "":
+		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionSetItsString(unit), progressbar.OptionShowElapsedTimeOnFinish())
+	case total >= 0:
 		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowCount())
-	} else {
+	default:
 		opts = append(opts, progressbar.OptionSpinnerType(14))
 	}
 	b.bar = progressbar.NewOptions64(total, opts...)
@@ -83,23 +130,123 @@ func (b *bars) Done() {
 		_ = b.bar.Finish()
 		b.bar = nil
 	}
+	setActive(nil)
 }
 
-// Lines writes "NAME ..." when a step starts and "NAME: done in 1.2s" when
-// it ends: for logs and pipes.
+// write writes a log line above the bar: the bar's line is cleared first
+// and drawn again after, so log lines never tear it.
+func (b *bars) write(w io.Writer, p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		_ = b.bar.Clear()
+	}
+	n, err := w.Write(p)
+	if b.bar != nil {
+		_ = b.bar.RenderBlank()
+	}
+	return n, err
+}
+
+// active is the bar being drawn, if any: LogWriter writes around it.
+var active struct {
+	mu   sync.Mutex
+	bars *bars
+}
+
+func setActive(b *bars) {
+	active.mu.Lock()
+	active.bars = b
+	active.mu.Unlock()
+}
+
+// LogWriter is w for log lines (slog's handler): while a bar is drawn, a
+// line is written above it instead of through it.
+func LogWriter(w io.Writer) io.Writer { return logWriter{w} }
+
+type logWriter struct{ w io.Writer }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	active.mu.Lock()
+	b := active.bars
+	active.mu.Unlock()
+	if b == nil {
+		return l.w.Write(p)
+	}
+	return b.write(l.w, p)
+}
+
+// Lines writes "NAME ..." when a step starts, a line every Every (5 s by
+// default) while it runs (what it does now, how far it is, the time so
+// far), and "NAME: done in 1.2s" when it ends: for logs and pipes.
 type Lines struct {
 	W     io.Writer
+	Every time.Duration
+
 	mu    sync.Mutex
 	name  string
+	unit  string
+	desc  string
 	n     int64
+	total int64
 	start time.Time
+	stop  chan struct{}
 }
 
-func (l *Lines) Start(name string, total int64) {
+func (l *Lines) Start(name string, total int64) { l.begin(name, total, "") }
+
+func (l *Lines) StartCount(name string, total int64, unit string) { l.begin(name, total, unit) }
+
+func (l *Lines) begin(name string, total int64, unit string) {
+	l.Done()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.name, l.n, l.start = name, 0, time.Now()
+	l.name, l.unit, l.desc, l.n, l.total, l.start = name, unit, "", 0, total, time.Now()
 	fmt.Fprintf(l.W, "%s ...\n", name)
+	every := l.Every
+	if every == 0 {
+		every = 5 * time.Second
+	}
+	stop := make(chan struct{})
+	l.stop = stop
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				l.tick()
+			}
+		}
+	}()
+}
+
+// tick prints where the step is.
+func (l *Lines) tick() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.name == "" {
+		return
+	}
+	line := l.name
+	if l.desc != "" {
+		line += ": " + l.desc
+	}
+	switch {
+	case l.unit != "" && l.total > 0:
+		line += fmt.Sprintf(", %d/%d %s", l.n, l.total, l.unit)
+	case l.unit == "" && l.n > 0:
+		line += fmt.Sprintf(", %.1f MB", float64(l.n)/1e6)
+	}
+	fmt.Fprintf(l.W, "%s, %s so far\n", line, time.Since(l.start).Round(time.Second))
+}
+
+func (l *Lines) Describe(msg string) {
+	l.mu.Lock()
+	l.desc = msg
+	l.mu.Unlock()
 }
 
 func (l *Lines) Add(n int64) {
@@ -111,13 +258,21 @@ func (l *Lines) Add(n int64) {
 func (l *Lines) Done() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stop != nil {
+		close(l.stop)
+		l.stop = nil
+	}
 	if l.name == "" {
 		return
 	}
-	if l.n > 0 {
-		fmt.Fprintf(l.W, "%s: done, %.1f MB in %s\n", l.name, float64(l.n)/1e6, time.Since(l.start).Round(100*time.Millisecond))
-	} else {
-		fmt.Fprintf(l.W, "%s: done in %s\n", l.name, time.Since(l.start).Round(100*time.Millisecond))
+	took := time.Since(l.start).Round(100 * time.Millisecond)
+	switch {
+	case l.unit != "":
+		fmt.Fprintf(l.W, "%s: done, %d %s in %s\n", l.name, l.n, l.unit, took)
+	case l.n > 0:
+		fmt.Fprintf(l.W, "%s: done, %.1f MB in %s\n", l.name, float64(l.n)/1e6, took)
+	default:
+		fmt.Fprintf(l.W, "%s: done in %s\n", l.name, took)
 	}
 	l.name = ""
 }

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bootstick/bootstick/internal/preflight"
+	"github.com/bootstick/bootstick/internal/progress"
+	"github.com/bootstick/bootstick/internal/toolchain/record"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -50,39 +52,18 @@ type Options struct {
 	// Epoch is the time stamped into binaries and images
 	// (SOURCE_DATE_EPOCH); the Unix epoch when zero.
 	Epoch time.Time
+	// Progress shows each recipe's compile (nil: none).
+	Progress progress.Progress
 }
 
-// Manifest is toolchain.json.
-type Manifest struct {
-	Go                string          `json:"go"`
-	Epoch             int64           `json:"sourceDateEpoch"`
-	KubernetesVersion string          `json:"kubernetesVersion,omitempty"`
-	Binaries          []Binary        `json:"binaries"`
-	Images            []ImageRecord   `json:"images"`
-	Debs              []debs.Package  `json:"debs,omitempty"`
-	Recipes           []RecipeRecord  `json:"recipes"`
-	Actions           map[string]bool `json:"-"` // recipe or image -> built now (false: cached)
-}
-
-// Binary is one built binary.
-type Binary struct {
-	Name   string     `json:"name"`
-	Recipe string     `json:"recipe"`
-	Digest cas.Digest `json:"digest"`
-	Size   int64      `json:"size"`
-}
-
-// RecipeRecord is what one recipe was built from.
-type RecipeRecord struct {
-	Name   string `json:"name"`
-	Source string `json:"source"` // module@version or local folder@version
-}
-
-// ImageRecord is one built image.
-type ImageRecord struct {
-	Ref    string     `json:"ref"`
-	Digest cas.Digest `json:"digest"`
-}
+// The toolchain's records live in package record, which the lock reads
+// without linking the builder.
+type (
+	Manifest     = record.Manifest
+	Binary       = record.Binary
+	RecipeRecord = record.RecipeRecord
+	ImageRecord  = record.ImageRecord
+)
 
 // Result is a built toolchain view.
 type Result struct {
@@ -171,7 +152,8 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	binRecipe := map[string]*recipes.GoRecipe{}
 	for i := range opts.Spec.Binaries {
 		r := &opts.Spec.Binaries[i]
-		rec, built, err := buildRecipe(ctx, opts, goCmd, m.Go, r)
+		label := fmt.Sprintf("recipe %d/%d %s", i+1, len(opts.Spec.Binaries), r.Name)
+		rec, built, err := buildRecipe(ctx, opts, goCmd, m.Go, r, label)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +224,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 
 // buildRecipe returns the cached binaries of a recipe, building them first
 // when its inputs changed.
-func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *recipes.GoRecipe) (*recipeRecord, bool, error) {
+func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *recipes.GoRecipe, label string) (*recipeRecord, bool, error) {
 	s := opts.Store
 	inputs := map[string]any{
 		"action": "gobuild/v1", "recipe": r, "go": goVersion,
@@ -291,7 +273,7 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 	start := time.Now()
 	slog.Info("recipe building", "recipe", r.Name, "source", r.ModVersion(), "binaries", strings.Join(r.BinaryNames(), ","))
 	repo := opts.Spec.Dir
-	if err := gobuild.Build(ctx, r, mod, out, gobuild.Options{Go: goCmd, Epoch: opts.Epoch, RepoDir: repo}); err != nil {
+	if err := gobuild.Build(ctx, r, mod, out, gobuild.Options{Go: goCmd, Epoch: opts.Epoch, RepoDir: repo, Progress: opts.Progress, Label: label}); err != nil {
 		return nil, false, err
 	}
 	rec.Binaries = map[string]cas.Digest{}
