@@ -38,4 +38,3 @@ type ImageRecord struct {
 	Ref    string     `json:"ref"`
 	Digest cas.Digest `json:"digest"`
 }
-
