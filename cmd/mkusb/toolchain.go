@@ -4,11 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/progress"
 	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/progress"
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/cli"

@@ -16,6 +16,7 @@
 package cas
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,7 +28,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/bootstick/bootstick/internal/flock"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 )
@@ -326,22 +328,20 @@ func (s *Store) TempDir(pattern string) (string, error) {
 // Lock takes the cache's exclusive lock, so two builds never share its tmp
 // folder. It waits for another holder unless wait is false.
 func (s *Store) Lock(wait bool) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(s.Root, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	path := filepath.Join(s.Root, "lock")
+	var l *flock.Lock
+	if wait {
+		l, err = flock.Wait(context.Background(), path)
+	} else {
+		l, err = flock.Try(path)
+	}
+	if errors.Is(err, flock.ErrLocked) {
+		return nil, fmt.Errorf("cache %s is in use by another build: wait for it to finish", s.Root)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("locking cache %s: %w", s.Root, err)
 	}
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("cache %s is in use by another build: wait for it to finish", s.Root)
-		}
-		return nil, fmt.Errorf("locking cache %s: %w", s.Root, err)
-	}
-	return func() { f.Close() }, nil
+	return func() { l.Release() }, nil
 }
 
 // Clean removes leftovers of interrupted runs from tmp. Call it with the

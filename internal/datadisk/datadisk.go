@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bootstick/bootstick/internal/mounts"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -433,54 +435,21 @@ func Detach(o Options) error {
 
 // MountedAt reports whether something is mounted at dir.
 func MountedAt(dir string) bool {
-	for _, m := range mountinfo() {
-		if m.point == dir {
-			return true
-		}
-	}
-	return false
+	return mounts.Mounted(dir)
 }
 
 // SourceOf returns the device mounted at dir (e.g. the boot medium at
 // /run/live/medium), or "".
 func SourceOf(dir string) string {
-	for _, m := range mountinfo() {
-		if m.point == dir {
-			return m.source
-		}
-	}
-	return ""
-}
-
-type mount struct{ devno, point, source string }
-
-func mountinfo() []mount {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []mount
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 10 {
-			continue
-		}
-		m := mount{devno: f[2], point: unescape(f[4])}
-		for i := 6; i < len(f)-2; i++ {
-			if f[i] == "-" {
-				m.source = unescape(f[i+2])
-				break
-			}
-		}
-		out = append(out, m)
-	}
-	return out
+	m, _ := mounts.At(dir)
+	return m.Source
 }
 
 func mountedDevice(devnos []string) bool {
-	for _, m := range mountinfo() {
+	list, _ := mounts.List()
+	for _, m := range list {
 		for _, d := range devnos {
-			if m.devno == d {
+			if m.Device == d {
 				return true
 			}
 		}
@@ -503,10 +472,6 @@ func mountedDevice(devnos []string) bool {
 		}
 	}
 	return false
-}
-
-func unescape(s string) string {
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
 }
 
 // systemDisks lists the whole disks a data disk may be, in name order.

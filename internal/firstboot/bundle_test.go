@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bootstick/bootstick/internal/mounts"
+
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -136,7 +138,7 @@ func TestBundleFromISO(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if mountedAt(p.isoMount()) {
+		if mounts.Mounted(p.isoMount()) {
 			unmount(p.isoMount())
 		}
 	})

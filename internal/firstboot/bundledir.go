@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bootstick/bootstick/internal/mounts"
+
 	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/bootstick/bootstick/internal/bundle"
@@ -41,7 +43,7 @@ func bundleDir(ctx context.Context, b string, p paths) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if mountedAt(mnt) {
+	if mounts.Mounted(mnt) {
 		return filepath.Join(mnt, "bundle"), nil
 	}
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -63,21 +65,6 @@ func bundleDir(ctx context.Context, b string, p paths) (string, error) {
 		return "", fmt.Errorf("bundle %s: the ISO has no /bundle/bundle.lock (not a bootstick ISO?)", b)
 	}
 	return dir, nil
-}
-
-// mountedAt reports whether something is mounted at dir.
-func mountedAt(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == dir {
-			return true
-		}
-	}
-	return false
 }
 
 func unmount(dir string) error {

@@ -1,13 +1,11 @@
 package firstboot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/command"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,6 +15,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/mounts"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
@@ -225,27 +227,10 @@ func killCgroups(name string) error {
 // unmountUnder unmounts every mount point at or below the given folders,
 // deepest first.
 func unmountUnder(dirs ...string) error {
-	f, err := os.Open("/proc/self/mountinfo")
+	points, err := mounts.Under(dirs...)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		for _, d := range dirs {
-			if d != "" && (mp == d || strings.HasPrefix(mp, d+"/")) {
-				points = append(points, mp)
-				break
-			}
-		}
-	}
-	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	var errs []error
 	for _, mp := range points {
 		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
@@ -253,11 +238,6 @@ func unmountUnder(dirs ...string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func unescapeMount(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
 }
 
 // dropRules removes every iptables rule and chain of kube-proxy (KUBE-*)

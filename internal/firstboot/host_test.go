@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/mounts"
+
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -280,11 +282,12 @@ func checkNothingLeft(t *testing.T, data string) {
 	if _, err := os.Stat("/sys/class/net/" + cniBridge); err == nil {
 		t.Errorf("interface %s is still there after reset", cniBridge)
 	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(line, "/var/lib/kubelet") || strings.Contains(line, "/run/bootstick") || strings.Contains(line, data) {
-			t.Errorf("mount left after reset: %s", line)
-		}
+	left, err := mounts.Under("/var/lib/kubelet", "/run/bootstick", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range left {
+		t.Errorf("mount left after reset: %s", mp)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {

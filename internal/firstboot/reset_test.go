@@ -35,9 +35,3 @@ func TestRemoveAllButKeepsTheStateUntilLast(t *testing.T) {
 		t.Errorf("a missing folder: %v", err)
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/var/lib/kubelet/pods/a\040b`); got != "/var/lib/kubelet/pods/a b" {
-		t.Errorf("got %q", got)
-	}
-}

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/progress"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/progress"
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/semver"

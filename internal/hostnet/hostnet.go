@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/site"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/site"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 )

@@ -6,12 +6,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/bootstick/bootstick/internal/flock"
 )
 
 // Lock is an exclusive flock on a file that also holds the owner's PID.
 type Lock struct {
-	f    *os.File
+	l    *flock.Lock
 	path string
 }
 
@@ -31,28 +32,25 @@ func (e *LockedError) Error() string {
 // AcquireLock takes the lock at path without waiting: when another process
 // holds it, the error is a *LockedError naming that process.
 func AcquireLock(path string) (*Lock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	l, err := flock.Try(path)
+	if errors.Is(err, flock.ErrLocked) {
+		return nil, &LockedError{Path: path, PID: LockHolder(path)}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening lock %s: %w", path, err)
+		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &LockedError{Path: path, PID: LockHolder(path)}
-		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
+	f := l.File()
 	if err := f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		if err == nil {
 			err = f.Sync()
 		}
 		if err != nil {
-			f.Close()
+			l.Release()
 			return nil, fmt.Errorf("writing lock %s: %w", path, err)
 		}
 	}
-	return &Lock{f: f, path: path}, nil
+	return &Lock{l: l, path: path}, nil
 }
 
 // LockHolder returns the PID written in the lock file, or 0.
@@ -69,27 +67,16 @@ func LockHolder(path string) int {
 }
 
 // Held reports whether some process holds the lock at path right now.
-func Held(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return errors.Is(err, syscall.EWOULDBLOCK)
-	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
-}
+func Held(path string) bool { return flock.Held(path) }
 
 // Release drops the lock. The file stays; its PID is cleared.
 func (l *Lock) Release() error {
-	if l == nil || l.f == nil {
+	if l == nil || l.l == nil {
 		return nil
 	}
-	l.f.Truncate(0)
-	err := l.f.Close() // closing drops the flock
-	l.f = nil
+	l.l.File().Truncate(0)
+	err := l.l.Release()
+	l.l = nil
 	if err != nil {
 		return fmt.Errorf("releasing lock %s: %w", l.path, err)
 	}

@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +27,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/mounts"
+
+	"github.com/bootstick/bootstick/internal/flock"
 
 	"github.com/bootstick/bootstick/internal/cas"
 )
@@ -362,26 +365,11 @@ func Squash(ctx context.Context, dir, out string, o SquashOptions) error {
 }
 
 func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := flock.Wait(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("rootfs: locking cache: %w", err)
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("rootfs: locking cache: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return func() { l.Release() }, nil
 }
 
 func copyFile(src, dst string) error {
@@ -452,7 +440,7 @@ func safeRemove(dir string) error {
 		return err
 	}
 	for try := 0; ; try++ {
-		mps, err := mountsUnder(dir)
+		mps, err := mounts.Under(dir)
 		if err != nil {
 			return err
 		}
@@ -468,44 +456,6 @@ func safeRemove(dir string) error {
 		}
 	}
 	return os.RemoveAll(dir)
-}
-
-func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mounts: %w", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // StageLayer lays out the appliance layer in dst: a copy of the overlay

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/kube"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/kube"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

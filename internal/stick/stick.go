@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/preflight"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -25,6 +24,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/preflight"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/flock"
 )
 
 // Process runs each service under a detached supervisor process (its own
@@ -197,15 +199,15 @@ func RunSupervisor(dir, name string, command []string, log *slog.Logger) error {
 	// second one (started by a run that did not yet see the first's pid
 	// file, e.g. after the first run was killed) leaves at once instead of
 	// overwriting the pid file and orphaning the first.
-	lock, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("supervise %s: %w", name, err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	lock, err := flock.Try(filepath.Join(dir, name+".lock"))
+	if errors.Is(err, flock.ErrLocked) {
 		log.Info("already supervised by another process; leaving", "service", name)
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("supervise %s: %w", name, err)
+	}
+	defer lock.Release()
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -20,9 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/preflight"
-	"github.com/bootstick/bootstick/internal/progress"
-	"github.com/bootstick/bootstick/internal/toolchain/record"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -32,6 +29,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/preflight"
+	"github.com/bootstick/bootstick/internal/progress"
+	"github.com/bootstick/bootstick/internal/toolchain/record"
 
 	"golang.org/x/sync/errgroup"
 

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/mounts"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/bootstick/bootstick/internal/progress"
@@ -64,14 +66,13 @@ func Describe(path string) (Device, error) {
 			devs[strings.TrimSpace(string(b))] = true
 		}
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	list, err := mounts.List()
 	if err != nil {
-		return Device{}, fmt.Errorf("reading mounts: %w", err)
+		return Device{}, err
 	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && devs[f[2]] {
-			d.Mounts = append(d.Mounts, f[4])
+	for _, m := range list {
+		if devs[m.Device] {
+			d.Mounts = append(d.Mounts, m.Point)
 		}
 	}
 	if sw, err := os.ReadFile("/proc/swaps"); err == nil {
