@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/site"
+
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
@@ -571,5 +573,21 @@ func (l *Lock) ImageRefs() map[string]LockedImage {
 			out[r.String()] = im
 		}
 	}
+	return out
+}
+
+// BundledImages are the lock's compute OS images (its .qcow2, .raw and
+// .img files under os-images) as a site names them: by base name.
+func (l *Lock) BundledImages() []site.BundledImage {
+	formats := map[string]string{".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
+	out := []site.BundledImage{}
+	for _, f := range l.Files {
+		ext := filepath.Ext(f.Name)
+		if f.Dest != "os-images" || formats[ext] == "" {
+			continue
+		}
+		out = append(out, site.BundledImage{Name: strings.TrimSuffix(f.Name, ext), File: f.Name, SHA256: f.SHA256.Hex(), Format: formats[ext]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

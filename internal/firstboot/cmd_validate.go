@@ -1,21 +1,16 @@
 package firstboot
 
 import (
-	"bufio"
 	"context"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
-	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/bundle"
+
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/site"
 )
@@ -61,56 +56,17 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 	return s, opts.BundledImages, nil
 }
 
-// bundledImages lists the OS images of a bundle: the .qcow2, .raw and .img
-// files of DIR/os-images, named by their base name, with the digest from a
-// NAME.sha256 file beside them or else computed.
+// bundledImages are the OS images a bundle's lock names (none for a bundle
+// without a lock: a bare OCI layout carries no OS images).
 func bundledImages(dir string) ([]site.BundledImage, error) {
-	imgDir := filepath.Join(dir, "os-images")
-	entries, err := os.ReadDir(imgDir)
-	if errors.Is(err, fs.ErrNotExist) {
+	lock, err := bundle.ReadLock(filepath.Join(dir, "bundle.lock"))
+	if err != nil {
+		return nil, err
+	}
+	if lock == nil {
 		return []site.BundledImage{}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading bundle images: %w", err)
-	}
-	formats := map[string]string{".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
-	var out []site.BundledImage
-	for _, e := range entries {
-		ext := filepath.Ext(e.Name())
-		format, ok := formats[ext]
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(imgDir, e.Name())
-		sum, err := imageDigest(path)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, site.BundledImage{Name: strings.TrimSuffix(e.Name(), ext), File: e.Name(), SHA256: sum, Format: format})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	if out == nil {
-		out = []site.BundledImage{}
-	}
-	return out, nil
-}
-
-func imageDigest(path string) (string, error) {
-	if f, err := os.Open(path + ".sha256"); err == nil {
-		line, _ := bufio.NewReader(f).ReadString('\n')
-		f.Close()
-		if fields := strings.Fields(line); len(fields) > 0 && len(fields[0]) == 64 {
-			if _, err := hex.DecodeString(fields[0]); err == nil {
-				return strings.ToLower(fields[0]), nil
-			}
-		}
-		return "", fmt.Errorf("reading bundle image digest %s.sha256: not a sha256sum line", path)
-	}
-	d, _, err := cas.HashFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading bundle image: %w", err)
-	}
-	return d.Hex(), nil
+	return lock.BundledImages(), nil
 }
 
 func init() {

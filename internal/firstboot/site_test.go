@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/config"
+
 	"github.com/bootstick/bootstick/internal/render"
 )
 
@@ -28,10 +32,9 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 func testBundle(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "os-images"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "os-images", "ubuntu-22.04.qcow2"), []byte("not really an image"), 0o644); err != nil {
+	lock := &bundle.Lock{APIVersion: config.APIVersion, Kind: bundle.LockKind, Files: []bundle.LockedFile{
+		{Name: "ubuntu-22.04.qcow2", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("not really an image"))}}}
+	if err := bundle.WriteLock(filepath.Join(dir, "bundle.lock"), lock); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -183,20 +186,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 func TestBundledImages(t *testing.T) {
 	dir := t.TempDir()
-	img := filepath.Join(dir, "os-images")
-	if err := os.MkdirAll(img, 0o755); err != nil {
+	lock := &bundle.Lock{APIVersion: config.APIVersion, Kind: bundle.LockKind, Files: []bundle.LockedFile{
+		{Name: "ubuntu-22.04.qcow2", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("qcow2 bytes"))},
+		{Name: "debian-12.raw", Dest: "os-images", Source: "url", SHA256: cas.Digest("sha256:" + strings.Repeat("ab", 32))},
+		{Name: "ironic-python-agent.kernel", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("not an OS image"))},
+		{Name: "kubeadm", Dest: "packages", Source: "toolchain", SHA256: cas.DigestOf([]byte("a binary"))},
+	}}
+	if err := bundle.WriteLock(filepath.Join(dir, "bundle.lock"), lock); err != nil {
 		t.Fatal(err)
-	}
-	files := map[string]string{
-		"ubuntu-22.04.qcow2":         "qcow2 bytes",
-		"debian-12.raw":              "raw bytes",
-		"debian-12.raw.sha256":       strings.Repeat("AB", 32) + "  debian-12.raw\n",
-		"ironic-python-agent.kernel": "not an OS image",
-	}
-	for n, c := range files {
-		if err := os.WriteFile(filepath.Join(img, n), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	got, err := bundledImages(dir)
 	if err != nil {
@@ -207,9 +204,9 @@ func TestBundledImages(t *testing.T) {
 		got[1].SHA256 != "7d30589137388fa419165760d269010919c9faa168b61326d403989eea4f38e8" {
 		t.Fatalf("bundledImages = %+v", got)
 	}
-	// No os-images folder: an empty, known list (names are checked).
+	// No lock (a bare OCI layout): an empty, known list (names are checked).
 	none, err := bundledImages(t.TempDir())
 	if err != nil || none == nil || len(none) != 0 {
-		t.Fatalf("bundledImages of an empty bundle = %v, %v", none, err)
+		t.Fatalf("bundledImages of a bundle without a lock = %v, %v", none, err)
 	}
 }

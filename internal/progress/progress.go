@@ -1,5 +1,5 @@
 // Package progress reports long steps: a small interface the libraries call
-// (the same shape as rootfs.Progress), bars for mkusb on a terminal, and
+// (rootfs, fetch, usbwrite, gobuild and stick all report through it), bars for mkusb on a terminal, and
 // plain lines elsewhere.
 package progress
 

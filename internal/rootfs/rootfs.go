@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/progress"
+
 	"github.com/bootstick/bootstick/internal/mounts"
 
 	"github.com/bootstick/bootstick/internal/flock"
@@ -56,19 +58,6 @@ const (
 // changes, so old entries are not reused.
 const formatVersion = "1"
 
-// Progress reports long steps; the command draws it. total < 0 is unknown.
-type Progress interface {
-	Start(name string, total int64)
-	Add(n int64)
-	Done()
-}
-
-type nopProgress struct{}
-
-func (nopProgress) Start(string, int64) {}
-func (nopProgress) Add(int64)           {}
-func (nopProgress) Done()               {}
-
 // Options say what OS to build.
 type Options struct {
 	// Suite is the Debian suite; default "bookworm".
@@ -86,7 +75,7 @@ type Options struct {
 	// Epoch stamps the squashfs (SOURCE_DATE_EPOCH); zero means the Unix epoch.
 	Epoch time.Time
 	// Progress gets the steps; nil means none.
-	Progress Progress
+	Progress progress.Progress
 	// AptRoot is where the host's apt configuration is read; default "/".
 	AptRoot string
 }
@@ -124,7 +113,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("rootfs: zstd level %d is not between 1 and 22", o.Level)
 	}
 	if o.Progress == nil {
-		o.Progress = nopProgress{}
+		o.Progress = progress.Nop()
 	}
 	if o.AptRoot == "" {
 		o.AptRoot = "/"

@@ -254,7 +254,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// The site, validated against the bundle's OS images.
 	var st *site.Site
 	var siteFiles []string
-	siteImages := bundledImages(lock)
+	siteImages := lock.BundledImages()
 	if o.Site != "" {
 		if err := step("site", func() error {
 			var err error
@@ -482,20 +482,6 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 		}
 	}
 	return nil
-}
-
-// bundledImages are the lock's OS images as the site sees them.
-func bundledImages(l *bundle.Lock) []site.BundledImage {
-	formats := map[string]string{".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
-	out := []site.BundledImage{}
-	for _, f := range l.Files {
-		ext := filepath.Ext(f.Name)
-		if f.Dest != "os-images" || formats[ext] == "" {
-			continue
-		}
-		out = append(out, site.BundledImage{Name: strings.TrimSuffix(f.Name, ext), File: f.Name, SHA256: f.SHA256.Hex(), Format: formats[ext]})
-	}
-	return out
 }
 
 func loadSite(path, identity string, images []site.BundledImage) (*site.Site, []string, error) {
