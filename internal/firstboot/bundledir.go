@@ -9,16 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/bootstick/bootstick/internal/progress"
 
 	"github.com/bootstick/bootstick/internal/mounts"
 
 	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/bootstick/bootstick/internal/bundle"
-	"github.com/bootstick/bootstick/internal/cas"
 )
 
 // bundleDir turns the --bundle argument into a folder: a folder is used as
@@ -75,106 +74,27 @@ func unmount(dir string) error {
 	return os.Remove(dir)
 }
 
-// verifyResult is what verifyBundle checked.
-type verifyResult struct {
-	Files, Blobs int
-	Bytes        int64
-}
-
 // errNoLock means the folder has no bundle.lock (a bare OCI layout, as
 // make toolchain leaves it): there is nothing to verify against.
 var errNoLock = errors.New("no bundle.lock")
 
-// verifyBundle re-hashes every payload file the lock pins and every blob
-// of the registry (each blob's name is its digest), and checks that each
-// image of the lock is in the registry's index under its digest. Every
-// problem is reported in one error.
-func verifyBundle(ctx context.Context, dir string) (verifyResult, error) {
-	var res verifyResult
+// verifyBundle checks the bundle folder against its lock
+// (bundle.VerifyFS); every problem is reported in one error.
+func verifyBundle(ctx context.Context, dir string) (*bundle.Verified, error) {
 	lock, err := bundle.ReadLock(filepath.Join(dir, "bundle.lock"))
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	if lock == nil {
-		return res, errNoLock
+		return nil, errNoLock
 	}
-	want := map[string]cas.Digest{}
-	for fp, d := range lock.PayloadFiles() {
-		want[fp] = d
-	}
-	blobDir := filepath.Join("registry", "blobs", "sha256")
-	blobs, err := os.ReadDir(filepath.Join(dir, blobDir))
+	res, err := bundle.VerifyFS(ctx, os.DirFS(dir), ".", lock, nil, progress.Nop())
 	if err != nil {
-		return res, fmt.Errorf("bundle %s: %w", dir, err)
-	}
-	for _, b := range blobs {
-		want[filepath.Join(blobDir, b.Name())] = cas.Digest("sha256:" + b.Name())
-	}
-	names := make([]string, 0, len(want))
-	for fp := range want {
-		names = append(names, fp)
-	}
-	sort.Strings(names)
-
-	var (
-		mu       sync.Mutex
-		problems []string
-		wg       sync.WaitGroup
-	)
-	work := make(chan string)
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for fp := range work {
-				got, n, err := cas.HashFile(filepath.Join(dir, fp))
-				mu.Lock()
-				switch {
-				case err != nil:
-					problems = append(problems, fmt.Sprintf("%s: %v", fp, err))
-				case got != want[fp]:
-					problems = append(problems, fmt.Sprintf("%s: sha256 %s, the lock says %s", fp, got.Hex(), want[fp].Hex()))
-				}
-				res.Bytes += n
-				if strings.HasPrefix(fp, blobDir) {
-					res.Blobs++
-				} else {
-					res.Files++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for _, fp := range names {
-		select {
-		case work <- fp:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	if b, err := openBundle(dir); err != nil {
-		problems = append(problems, err.Error())
-	} else {
-		have := map[string]bool{}
-		for _, img := range b.images {
-			have[img] = true
-		}
-		for ref := range lock.ImageRefs() {
-			if !have[ref] {
-				problems = append(problems, fmt.Sprintf("image %s: in the lock, not in the registry's index", ref))
-			}
-		}
-	}
-	if len(problems) > 0 {
-		sort.Strings(problems)
+	if len(res.Problems) > 0 {
 		return res, fmt.Errorf("bundle %s does not match its lock (%d problems): %s; the medium is damaged: rebuild or re-write it",
-			dir, len(problems), strings.Join(problems, "; "))
+			dir, len(res.Problems), strings.Join(res.Problems, "; "))
 	}
 	return res, nil
 }

@@ -2,17 +2,13 @@ package stick
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"sort"
 	"strings"
 
 	diskfs "github.com/diskfs/go-diskfs"
@@ -225,14 +221,10 @@ func mbrPartitions(f io.ReaderAt) []Partition {
 }
 
 // VerifyResult is what Verify checked.
-type VerifyResult struct {
-	Files, Blobs int
-	Bytes        int64
-	Problems     []string
-}
+type VerifyResult = bundle.Verified
 
 // Verify re-hashes every payload file the lock pins, every registry blob,
-// and the live files the build record names.
+// and the live files the build record names (bundle.VerifyFS).
 func Verify(ctx context.Context, p string, prog progress.Progress) (*VerifyResult, error) {
 	if prog == nil {
 		prog = progress.Nop()
@@ -246,101 +238,9 @@ func Verify(ctx context.Context, p string, prog progress.Progress) (*VerifyResul
 		return nil, err
 	}
 	defer closeFS()
-	res := &VerifyResult{}
-	want := map[string]cas.Digest{}
-	for fp, d := range rep.Lock.PayloadFiles() {
-		want["bundle/"+fp] = d
-	}
+	var live map[string]cas.Digest
 	if rep.Build != nil {
-		for fp, d := range rep.Build.Live {
-			want[fp] = d
-		}
+		live = rep.Build.Live
 	}
-	blobs, err := fs.ReadDir(fsys, "bundle/registry/blobs/sha256")
-	if err != nil {
-		res.Problems = append(res.Problems, "bundle/registry/blobs/sha256: "+err.Error())
-	}
-	for _, b := range blobs {
-		want["bundle/registry/blobs/sha256/"+b.Name()] = cas.Digest("sha256:" + b.Name())
-	}
-	paths := make([]string, 0, len(want))
-	for fp := range want {
-		paths = append(paths, fp)
-	}
-	sort.Strings(paths)
-	var total int64
-	for _, fp := range paths {
-		if info, err := fs.Stat(fsys, fp); err == nil {
-			total += info.Size()
-		}
-	}
-	prog.Start("verifying "+path.Base(p), total)
-	defer prog.Done()
-	for _, fp := range paths {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		got, n, err := hashIn(fsys, fp, prog)
-		switch {
-		case err != nil:
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: %v", fp, err))
-		case got != want[fp]:
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: sha256 %s, the lock says %s", fp, got.Hex(), want[fp].Hex()))
-		}
-		res.Bytes += n
-		if strings.HasPrefix(fp, "bundle/registry/blobs/") {
-			res.Blobs++
-		} else {
-			res.Files++
-		}
-	}
-	// Every image of the lock is in the registry's index by its digest.
-	idx, err := readAll(fsys, "bundle/registry/index.json")
-	if err != nil {
-		res.Problems = append(res.Problems, "bundle/registry/index.json: "+err.Error())
-	} else {
-		var index struct {
-			Manifests []struct {
-				Digest      string            `json:"digest"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"manifests"`
-		}
-		if err := json.Unmarshal(idx, &index); err != nil {
-			res.Problems = append(res.Problems, "bundle/registry/index.json: "+err.Error())
-		}
-		have := map[string]string{}
-		for _, m := range index.Manifests {
-			have[m.Annotations["io.containerd.image.name"]] = m.Digest
-		}
-		for _, im := range rep.Lock.Images {
-			if have[im.Ref] != string(im.Digest) {
-				res.Problems = append(res.Problems, fmt.Sprintf("image %s: the registry has %q, the lock says %s", im.Ref, have[im.Ref], im.Digest))
-			}
-		}
-	}
-	return res, nil
-}
-
-func hashIn(fsys fs.FS, fp string, prog progress.Progress) (cas.Digest, int64, error) {
-	f, err := fsys.Open(fp)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	var n int64
-	for {
-		k, err := f.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		prog.Add(int64(k))
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", n, err
-		}
-	}
-	return cas.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), n, nil
+	return bundle.VerifyFS(ctx, fsys, "bundle", rep.Lock, live, prog)
 }
