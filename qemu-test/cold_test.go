@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/command"
+
 	"github.com/bootstick/bootstick/internal/qemu"
 )
 
@@ -48,7 +50,7 @@ func stickFor(t *testing.T, ctx context.Context) *Stick {
 	var log strings.Builder
 	s, err := SharedStick(ctx, filepath.Join(shared, "stick"), &log)
 	if err != nil {
-		t.Fatalf("building the stick: %v\n%s", err, lastLines(log.String(), 40))
+		t.Fatalf("building the stick: %v\n%s", err, command.Tail(log.String(), 40))
 	}
 	if s.BuildTime > 0 {
 		t.Logf("stick: %s (mkusb build --site: %.1fs)", s.ISO, s.BuildTime.Seconds())
@@ -253,14 +255,6 @@ func (r *Run) record(text string) {
 			f.Close()
 		}
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // stepRan matches a step that ran (not one found already done).

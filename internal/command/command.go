@@ -27,6 +27,8 @@ type Options struct {
 	Env []string
 	// Dir is the working folder.
 	Dir string
+	// Stdin is the standard input; nil is none.
+	Stdin io.Reader
 	// Tail is how many lines of output an error carries; default 15.
 	Tail int
 }
@@ -56,8 +58,21 @@ func (e *Error) Unwrap() error { return e.Err }
 // Run runs argv and returns its combined output. The child dies with us
 // (killed or not), so a resumed run never races an orphan.
 func Run(ctx context.Context, o Options, argv ...string) ([]byte, error) {
+	return run(ctx, o, nil, argv)
+}
+
+// Output runs argv and returns its standard output alone; standard error
+// goes to the log and, on failure, into the error's tail. An *Error
+// unwraps to the *exec.ExitError, so callers can read the exit code.
+func Output(ctx context.Context, o Options, argv ...string) ([]byte, error) {
+	var stdout bytes.Buffer
+	_, err := run(ctx, o, &stdout, argv)
+	return stdout.Bytes(), err
+}
+
+func run(ctx context.Context, o Options, stdout *bytes.Buffer, argv []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir = o.Env, o.Dir
+	cmd.Env, cmd.Dir, cmd.Stdin = o.Env, o.Dir, o.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	w := io.Writer(&out)
@@ -74,6 +89,9 @@ func Run(ctx context.Context, o Options, argv ...string) ([]byte, error) {
 		w = io.MultiWriter(&out, f)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
+	if stdout != nil {
+		cmd.Stdout = io.MultiWriter(stdout, w)
+	}
 	err := cmd.Run()
 	if err == nil {
 		return out.Bytes(), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,5 +50,16 @@ func TestRunSuccessReturnsTheOutput(t *testing.T) {
 	out, err := Run(context.Background(), Options{}, "sh", "-c", "echo hello")
 	if err != nil || strings.TrimSpace(string(out)) != "hello" {
 		t.Fatalf("Run = %q, %v", out, err)
+	}
+}
+
+func TestOutputKeepsStdoutApartAndTheExitCode(t *testing.T) {
+	out, err := Output(context.Background(), Options{}, "sh", "-c", "echo out; echo err >&2; exit 2")
+	if string(out) != "out\n" {
+		t.Errorf("stdout %q, want only the standard output", out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(err.Error(), "err") {
+		t.Errorf("error %v: want exit code 2 reachable and stderr in the tail", err)
 	}
 }

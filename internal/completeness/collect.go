@@ -3,13 +3,13 @@ package completeness
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/registry"
@@ -133,14 +133,9 @@ func Kubeadm(bin string) func(ctx context.Context, config []byte) ([]string, err
 		if err := os.WriteFile(f, config, 0o600); err != nil {
 			return nil, err
 		}
-		cmd := exec.CommandContext(ctx, bin, "config", "images", "list", "--config", f)
-		out, err := cmd.Output()
+		out, err := command.Output(ctx, command.Options{}, bin, "config", "images", "list", "--config", f)
 		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return nil, fmt.Errorf("kubeadm config images list: %v: %s", err, strings.TrimSpace(string(ee.Stderr)))
-			}
-			return nil, fmt.Errorf("running kubeadm: %w", err)
+			return nil, err
 		}
 		return strings.Fields(string(out)), nil
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bootstick/bootstick/internal/command"
+
 	"github.com/bootstick/bootstick/internal/mounts"
 
 	"golang.org/x/sys/unix"
@@ -317,14 +319,13 @@ func Inspect(ctx context.Context, dev, label string) (Usage, error) {
 // probe runs blkid in low-level probing mode (no cache): the signatures on
 // the device itself.
 func probe(ctx context.Context, dev string) (map[string]string, error) {
-	cmd := exec.CommandContext(ctx, "blkid", "-p", "-o", "export", dev)
-	out, err := cmd.Output()
+	out, err := command.Output(ctx, command.Options{}, "blkid", "-p", "-o", "export", dev)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 2 {
 		return map[string]string{}, nil // nothing found
 	}
 	if err != nil {
-		return nil, fmt.Errorf("probing %s with blkid: %w", dev, err)
+		return nil, fmt.Errorf("probing %s: %w", dev, err)
 	}
 	m := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -338,13 +339,13 @@ func probe(ctx context.Context, dev string) (map[string]string, error) {
 // FindByLabel returns the device whose file system carries label, or "".
 // Two such devices are an error.
 func FindByLabel(ctx context.Context, label string) (string, error) {
-	out, err := exec.CommandContext(ctx, "blkid", "-c", "/dev/null", "-o", "device", "-t", "LABEL="+label).Output()
+	out, err := command.Output(ctx, command.Options{}, "blkid", "-c", "/dev/null", "-o", "device", "-t", "LABEL="+label)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 2 {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("looking for the data disk (label %s) with blkid: %w", label, err)
+		return "", fmt.Errorf("looking for the data disk (label %s): %w", label, err)
 	}
 	devs := strings.Fields(string(out))
 	switch len(devs) {
@@ -358,9 +359,8 @@ func FindByLabel(ctx context.Context, label string) (string, error) {
 
 func format(ctx context.Context, dev, label string, wipe bool) error {
 	run := func(name string, args ...string) error {
-		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("formatting %s: %s %s: %w: %s", dev, name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if _, err := command.Run(ctx, command.Options{}, append([]string{name}, args...)...); err != nil {
+			return fmt.Errorf("formatting %s: %w", dev, err)
 		}
 		return nil
 	}

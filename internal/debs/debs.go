@@ -11,9 +11,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/cas"
 )
@@ -34,13 +35,11 @@ func Resolve(ctx context.Context, names []string) ([]Package, error) {
 		return nil, nil
 	}
 	args := append([]string{"show", "--no-all-versions"}, names...)
-	cmd := exec.CommandContext(ctx, "apt-cache", args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("resolving Debian packages %s: %v: %s (run apt-get update, and check the names)",
-			strings.Join(names, " "), err, strings.TrimSpace(errb.String()))
+	stdout, err := command.Output(ctx, command.Options{}, append([]string{"apt-cache"}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("resolving Debian packages %s (run apt-get update, and check the names): %w", strings.Join(names, " "), err)
 	}
+	out := bytes.NewBuffer(stdout)
 	found := map[string]Package{}
 	for _, para := range strings.Split(out.String(), "\n\n") {
 		fields := map[string]string{}
@@ -83,12 +82,8 @@ func Fetch(ctx context.Context, store *cas.Store, pkgs []Package, workDir string
 	if len(want) == 0 {
 		return nil
 	}
-	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"download", "-q"}, want...)...)
-	cmd.Dir = workDir
-	var errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &errb, &errb
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("downloading Debian packages %s: %v: %s", strings.Join(want, " "), err, strings.TrimSpace(errb.String()))
+	if _, err := command.Run(ctx, command.Options{Dir: workDir}, append([]string{"apt-get", "download", "-q"}, want...)...); err != nil {
+		return fmt.Errorf("downloading Debian packages: %w", err)
 	}
 	for _, p := range pkgs {
 		if store.Has(p.SHA256) {
@@ -115,9 +110,8 @@ func Fetch(ctx context.Context, store *cas.Store, pkgs []Package, workDir string
 // dir, in order.
 func Extract(ctx context.Context, store *cas.Store, pkgs []Package, dir string) error {
 	for _, p := range pkgs {
-		cmd := exec.CommandContext(ctx, "dpkg-deb", "-x", store.BlobPath(p.SHA256), dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("unpacking Debian package %s: %v: %s", p, err, strings.TrimSpace(string(out)))
+		if _, err := command.Run(ctx, command.Options{}, "dpkg-deb", "-x", store.BlobPath(p.SHA256), dir); err != nil {
+			return fmt.Errorf("unpacking Debian package %s: %w", p, err)
 		}
 	}
 	return nil

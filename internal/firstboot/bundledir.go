@@ -7,9 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/progress"
 
@@ -48,11 +49,11 @@ func bundleDir(ctx context.Context, b string, p paths) (string, error) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return "", fmt.Errorf("mounting bundle %s: %w", b, err)
 	}
-	out, err := exec.CommandContext(ctx, "mount", "-t", "iso9660", "-o", "loop,ro", abs, mnt).CombinedOutput()
+	out, err := command.Run(ctx, command.Options{Tail: 3}, "mount", "-t", "iso9660", "-o", "loop,ro", abs, mnt)
 	if err != nil {
 		os.Remove(mnt)
 		if !strings.Contains(string(out), "unknown filesystem type") {
-			return "", fmt.Errorf("mounting bundle %s read-only at %s: %w: %s", b, mnt, err, strings.TrimSpace(string(out)))
+			return "", fmt.Errorf("mounting bundle %s read-only at %s: %w", b, mnt, err)
 		}
 		// This kernel cannot mount ISO 9660 (no isofs): copy /bundle out
 		// of the image instead, once.
@@ -67,9 +68,8 @@ func bundleDir(ctx context.Context, b string, p paths) (string, error) {
 }
 
 func unmount(dir string) error {
-	out, err := exec.Command("umount", dir).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("unmounting %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	if _, err := command.Run(context.Background(), command.Options{Tail: 3}, "umount", dir); err != nil {
+		return fmt.Errorf("unmounting %s: %w", dir, err)
 	}
 	return os.Remove(dir)
 }

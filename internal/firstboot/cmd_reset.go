@@ -90,9 +90,8 @@ func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) er
 
 	note("unmounting", unmountUnder(p.Data, p.Run, "/var/lib/kubelet", p.containerd().State))
 	if _, err := os.Stat("/sys/class/net/" + cniBridge); err == nil {
-		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", cniBridge).CombinedOutput(); err != nil {
-			note("deleting "+cniBridge, fmt.Errorf("%w: %s", err, out))
-		}
+		_, err := command.Run(ctx, command.Options{}, "ip", "link", "delete", cniBridge)
+		note("deleting "+cniBridge, err)
 	}
 	for _, tool := range []string{"iptables", "ip6tables"} {
 		note("removing "+tool+" rules", dropRules(ctx, tool))
@@ -247,9 +246,9 @@ func dropRules(ctx context.Context, tool string) error {
 	if err != nil {
 		return nil // no iptables on this host: nothing of ours either
 	}
-	out, err := exec.CommandContext(ctx, save).Output()
+	out, err := command.Output(ctx, command.Options{}, save)
 	if err != nil {
-		return fmt.Errorf("%s: %w", save, err)
+		return err
 	}
 	var kept bytes.Buffer
 	dropped := 0
@@ -263,10 +262,6 @@ func dropRules(ctx context.Context, tool string) error {
 	if dropped == 0 {
 		return nil
 	}
-	restore := exec.CommandContext(ctx, tool+"-restore")
-	restore.Stdin = &kept
-	if out, err := restore.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s-restore: %w: %s", tool, err, out)
-	}
-	return nil
+	_, err = command.Run(ctx, command.Options{Stdin: &kept}, tool+"-restore")
+	return err
 }

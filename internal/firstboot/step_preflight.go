@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/pipeline"
 )
@@ -49,8 +50,8 @@ func preflightStep(n *node) pipeline.Step {
 			}
 			// Kernel settings kubeadm's preflight wants; set, not just checked.
 			for _, mod := range []string{"br_netfilter", "overlay"} {
-				if out, err := exec.CommandContext(ctx, "modprobe", mod).CombinedOutput(); err != nil {
-					pc.Log.Warn("loading a kernel module", "module", mod, "err", err, "output", strings.TrimSpace(string(out)))
+				if _, err := command.Run(ctx, command.Options{Tail: 3}, "modprobe", mod); err != nil {
+					pc.Log.Warn("loading a kernel module", "module", mod, "err", err)
 				}
 			}
 			for k, v := range map[string]string{"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1", "net/bridge/bridge-nf-call-ip6tables": "1"} {

@@ -22,6 +22,8 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/command"
+
 	"github.com/bootstick/bootstick/internal/progress"
 
 	"golang.org/x/mod/modfile"
@@ -350,14 +352,10 @@ func jsonPart(s string) string {
 // "go: downloading" chatter.
 func tail(s string, n int) string {
 	var keep []string
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		if strings.HasPrefix(l, "go: downloading ") || strings.TrimSpace(l) == "" {
-			continue
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "go: downloading ") {
+			keep = append(keep, l)
 		}
-		keep = append(keep, "  "+l)
 	}
-	if len(keep) > n {
-		keep = append([]string{"  ..."}, keep[len(keep)-n:]...)
-	}
-	return strings.Join(keep, "\n")
+	return command.Tail(strings.Join(keep, "\n"), n)
 }

@@ -7,17 +7,17 @@
 package hostnet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/site"
 
@@ -145,9 +145,8 @@ func Apply(ctx context.Context, c Config, o Options) error {
 	}
 	if len(errs) == 0 {
 		for _, args := range Commands(c) {
-			out, err := exec.CommandContext(ctx, o.IP, args...).CombinedOutput()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out)))
+			if _, err := command.Run(ctx, command.Options{}, append([]string{o.IP}, args...)...); err != nil {
+				errs = append(errs, err)
 				break
 			}
 		}

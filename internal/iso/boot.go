@@ -1,7 +1,6 @@
 package iso
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem"
@@ -183,11 +184,8 @@ func grubEFI(ctx context.Context, o BootOptions) ([]byte, error) {
 	out := filepath.Join(dir, "BOOTX64.EFI")
 	args := append([]string{"-O", "x86_64-efi", "-d", o.GrubEFIDir, "-p", "/boot/grub",
 		"-c", filepath.Join(dir, "early.cfg"), "-o", out}, grubModules...)
-	cmd := exec.CommandContext(ctx, "grub-mkimage", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("building the GRUB EFI loader: grub-mkimage: %w: %s", err, strings.TrimSpace(stderr.String()))
+	if _, err := command.Run(ctx, command.Options{}, append([]string{"grub-mkimage"}, args...)...); err != nil {
+		return nil, fmt.Errorf("building the GRUB EFI loader: %w", err)
 	}
 	return os.ReadFile(out)
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/command"
+
 	"sigs.k8s.io/kind/pkg/cluster"
 )
 
@@ -58,10 +60,10 @@ func Detect(ctx context.Context) (Engine, error) {
 	// -v works without a daemon: ask the engine itself.
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ictx, e.Name, "info").CombinedOutput(); err != nil {
-		return Engine{}, fmt.Errorf("%w: %s is installed but does not work (%s info: %v: %s); "+
+	if _, err := command.Run(ictx, command.Options{Tail: 1}, e.Name, "info"); err != nil {
+		return Engine{}, fmt.Errorf("%w: %s is installed but does not work (%v); "+
 			"start it (for docker: the docker service), or use --mode host, which needs no container engine",
-			ErrNoEngine, e.Name, e.Name, err, lastLine(string(out)))
+			ErrNoEngine, e.Name, err)
 	}
 	return e, nil
 }
@@ -74,21 +76,14 @@ func (e Engine) HasImage(ctx context.Context, ref string) bool {
 // LoadImage runs `<engine> load` over the docker archive write produces,
 // streamed through a pipe.
 func (e Engine) LoadImage(ctx context.Context, write func(w io.Writer) error) error {
-	var out []byte
 	wErr, err := feed(write, func(r io.Reader) error {
-		cmd := exec.CommandContext(ctx, e.Name, "load")
-		cmd.Stdin = r
-		var err error
-		out, err = cmd.CombinedOutput()
+		_, err := command.Run(ctx, command.Options{Stdin: r, Tail: 3}, e.Name, "load")
 		return err
 	})
 	if wErr != nil {
 		return fmt.Errorf("%s load: writing the archive: %w", e.Name, wErr)
 	}
-	if err != nil {
-		return fmt.Errorf("%s load: %w: %s", e.Name, err, lastLine(string(out)))
-	}
-	return nil
+	return err
 }
 
 // feed streams what write produces into read through a pipe. It returns
@@ -107,9 +102,4 @@ func feed(write func(w io.Writer) error, read func(r io.Reader) error) (writeErr
 		writeErr = err
 	}
 	return writeErr, readErr
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/command"
 )
 
 // Firmware is what the machine boots with.
@@ -261,13 +263,13 @@ func (vm *VM) WaitSerial(ctx context.Context, re *regexp.Regexp) (string, error)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("qemu: waiting for %q on the serial console: %w\nlast output:\n%s", re, ctx.Err(), lastLines(data, 25))
+			return "", fmt.Errorf("qemu: waiting for %q on the serial console: %w\nlast output:\n%s", re, ctx.Err(), command.Tail(string(data), 25))
 		case <-vm.done:
 			data, _ = os.ReadFile(vm.SerialLog)
 			if m := re.Find(data); m != nil {
 				return string(m), nil
 			}
-			return "", fmt.Errorf("qemu: stopped (%v) before %q showed on the serial console: %s\nlast output:\n%s", vm.waitErr, re, strings.TrimSpace(vm.stderr.String()), lastLines(data, 25))
+			return "", fmt.Errorf("qemu: stopped (%v) before %q showed on the serial console: %s\nlast output:\n%s", vm.waitErr, re, strings.TrimSpace(vm.stderr.String()), command.Tail(string(data), 25))
 		case <-tick.C:
 		}
 	}
@@ -445,14 +447,6 @@ func probe(binary string) Accel {
 			return Accel{Name: "tcg", Args: tcg, Why: "KVM could not run SeaBIOS within 10s"}
 		}
 	}
-}
-
-func lastLines(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func copyFile(src, dst string) error {

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/command"
+
 	"github.com/bootstick/bootstick/internal/progress"
 
 	"github.com/bootstick/bootstick/internal/mounts"
@@ -283,7 +285,7 @@ func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debs string
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("rootfs: mmdebstrap %s from %s: %w\n%s", o.Suite, o.Mirror, err, out.String())
+		return fmt.Errorf("rootfs: mmdebstrap %s from %s: %w\n%s", o.Suite, o.Mirror, err, command.Tail(out.String(), 20))
 	}
 	return nil
 }
@@ -333,15 +335,12 @@ func Squash(ctx context.Context, dir, out string, o SquashOptions) error {
 	if o.AllRoot {
 		args = append(args, "-all-root")
 	}
-	cmd := exec.CommandContext(ctx, "mksquashfs", args...)
-	var buf tail
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
+	if _, err := command.Run(ctx, command.Options{}, append([]string{"mksquashfs"}, args...)...); err != nil {
 		_ = os.Remove(tmp)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("squashfs: mksquashfs %s: %w\n%s", dir, err, buf.String())
+		return fmt.Errorf("squashfs: %w", err)
 	}
 	if err := syncPath(tmp); err != nil {
 		return err

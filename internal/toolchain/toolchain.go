@@ -18,17 +18,17 @@ package toolchain
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/preflight"
 	"github.com/bootstick/bootstick/internal/progress"
@@ -143,7 +143,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	goVersion, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
+	goVersion, err := command.Output(ctx, command.Options{}, goCmd, "env", "GOVERSION")
 	if err != nil {
 		return nil, fmt.Errorf("finding the Go version (%s env GOVERSION): %w", goCmd, err)
 	}
@@ -474,14 +474,9 @@ func checkKubeadmImages(ctx context.Context, kubeadm, version string, images []r
 
 // KubeadmImages is what `kubeadm config images list` prints for a release.
 func KubeadmImages(ctx context.Context, kubeadm, version string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--kubernetes-version", version)
-	out, err := cmd.Output()
+	out, err := command.Output(ctx, command.Options{}, kubeadm, "config", "images", "list", "--kubernetes-version", version)
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("kubeadm config images list --kubernetes-version %s: %v: %s", version, err, strings.TrimSpace(string(ee.Stderr)))
-		}
-		return nil, fmt.Errorf("running kubeadm: %w", err)
+		return nil, err
 	}
 	return strings.Fields(string(out)), nil
 }
