@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/progress"
 )
 
@@ -111,7 +113,7 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	err := run(ctx, fs.Args())
+	err := run(logctx.With(ctx, slog.Default()), fs.Args())
 	if err == nil {
 		return 0
 	}

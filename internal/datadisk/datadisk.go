@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
 
@@ -57,7 +58,6 @@ type Options struct {
 	Exclude []string
 	// MinSize is the smallest usable disk in bytes; default DefaultMinSize.
 	MinSize int64
-	Log     *slog.Logger
 }
 
 func (o *Options) defaults() error {
@@ -69,9 +69,6 @@ func (o *Options) defaults() error {
 	}
 	if o.MinSize == 0 {
 		o.MinSize = DefaultMinSize
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if !filepath.IsAbs(o.Mount) {
 		return fmt.Errorf("data disk mount point %q: not an absolute path", o.Mount)
@@ -106,7 +103,7 @@ func Attach(ctx context.Context, o Options) (dev string, found bool, err error) 
 	if err != nil || dev == "" {
 		return "", false, err
 	}
-	if err := mountAll(dev, o); err != nil {
+	if err := mountAll(ctx, dev, o); err != nil {
 		return dev, true, err
 	}
 	return dev, true, nil
@@ -123,7 +120,7 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	} else if found {
 		if o.Device != "" {
 			if want, err := filepath.EvalSymlinks(o.Device); err == nil && want != dev {
-				o.Log.Warn("the site names one data disk, but another carries our label; using the labelled one",
+				logctx.From(ctx).Warn("the site names one data disk, but another carries our label; using the labelled one",
 					"site", o.Device, "labelled", dev)
 			}
 		}
@@ -133,11 +130,11 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	o.Log.Info("formatting the data disk", "device", dev, "label", o.Label)
+	logctx.From(ctx).Info("formatting the data disk", "device", dev, "label", o.Label)
 	if err := format(ctx, dev, o.Label, o.Wipe && o.Device != ""); err != nil {
 		return Result{Device: dev}, err
 	}
-	if err := mountAll(dev, o); err != nil {
+	if err := mountAll(ctx, dev, o); err != nil {
 		return Result{Device: dev, Formatted: true}, err
 	}
 	return Result{Device: dev, Formatted: true}, nil
@@ -382,7 +379,7 @@ func format(ctx context.Context, dev, label string, wipe bool) error {
 
 // mountAll mounts dev at o.Mount (unless something is mounted there) and
 // sets up the bind mounts.
-func mountAll(dev string, o Options) error {
+func mountAll(ctx context.Context, dev string, o Options) error {
 	if err := os.MkdirAll(o.Mount, 0o755); err != nil {
 		return fmt.Errorf("mounting the data disk: %w", err)
 	}
@@ -390,7 +387,7 @@ func mountAll(dev string, o Options) error {
 		if err := syscall.Mount(dev, o.Mount, "ext4", syscall.MS_NOATIME, ""); err != nil {
 			return fmt.Errorf("mounting the data disk %s at %s: %w", dev, o.Mount, err)
 		}
-		o.Log.Info("mounted the data disk", "device", dev, "at", o.Mount)
+		logctx.From(ctx).Info("mounted the data disk", "device", dev, "at", o.Mount)
 	}
 	targets := make([]string, 0, len(o.Binds))
 	for t := range o.Binds {

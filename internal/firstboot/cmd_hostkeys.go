@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/datadisk"
@@ -25,7 +26,7 @@ func init() {
 				if !isLiveSystem() {
 					return errors.New("ssh-host-keys replaces /etc/ssh's host keys: it runs only on the booted stick (no /run/live/medium here)")
 				}
-				return ensureHostKeys(ctx, defaultPaths(*data), slog.Default())
+				return ensureHostKeys(ctx, defaultPaths(*data))
 			}
 		},
 	})
@@ -33,9 +34,9 @@ func init() {
 
 // ensureHostKeys mounts the data disk when there is one (firstboot mounts
 // it again, harmlessly) and gives sshd the keys kept there, or new ones.
-func ensureHostKeys(ctx context.Context, p paths, log *slog.Logger) error {
+func ensureHostKeys(ctx context.Context, p paths) error {
+	log := logctx.From(ctx)
 	d := diskOptions(runOptions{mode: "appliance", data: p.Data}, p)
-	d.Log = log
 	dev, found, err := datadisk.Attach(ctx, d)
 	switch {
 	case err != nil:
@@ -53,11 +54,11 @@ func ensureHostKeys(ctx context.Context, p paths, log *slog.Logger) error {
 
 // keepHostKeys keeps the machine's host keys on the data disk (the first
 // boot made them before the disk existed).
-func keepHostKeys(p paths, log *slog.Logger) {
+func keepHostKeys(ctx context.Context, p paths) {
 	if !isLiveSystem() {
 		return
 	}
 	if err := sshhostkeys.Save(etcSSH, p.sshHostKeys()); err != nil {
-		log.Warn("keeping sshd's host keys on the data disk", "err", err)
+		logctx.From(ctx).Warn("keeping sshd's host keys on the data disk", "err", err)
 	}
 }

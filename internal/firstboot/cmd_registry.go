@@ -7,12 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cli"
@@ -44,7 +45,7 @@ func init() {
 }
 
 func serveRegistry(ctx context.Context, layout string, addrs []string, accessLog, corruptFile string) error {
-	opts := registry.Options{Log: slog.Default()}
+	opts := registry.Options{Log: logctx.From(ctx)}
 	if accessLog != "" {
 		if err := os.MkdirAll(filepath.Dir(accessLog), 0o755); err != nil {
 			return err
@@ -62,7 +63,7 @@ func serveRegistry(ctx context.Context, layout string, addrs []string, accessLog
 			mu.Lock()
 			defer mu.Unlock()
 			if err := recordCorruption(corruptFile, c); err != nil {
-				slog.Error("recording a corrupted blob", "err", err)
+				logctx.From(ctx).Error("recording a corrupted blob", "err", err)
 			}
 		}
 	}
@@ -70,7 +71,7 @@ func serveRegistry(ctx context.Context, layout string, addrs []string, accessLog
 	if err != nil {
 		return err
 	}
-	n := status.NewNotifier(slog.Default())
+	n := status.NewNotifier(ctx)
 	return srv.Serve(ctx, addrs, func(bound []net.Addr) {
 		n.Ready(fmt.Sprintf("serving %d images on %v", len(srv.Images()), bound))
 	})

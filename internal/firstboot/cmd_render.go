@@ -4,7 +4,8 @@ import (
 	"bufio"
 	"context"
 	"flag"
-	"log/slog"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/render"
@@ -37,7 +38,7 @@ func init() {
 						return err
 					}
 					if created {
-						slog.Info("generated SSH key pair", "dir", *keyDir, "public", k.Public)
+						logctx.From(ctx).Info("generated SSH key pair", "dir", *keyDir, "public", k.Public)
 					}
 					key = k
 				} else {
@@ -45,7 +46,7 @@ func init() {
 					if err != nil {
 						return err
 					}
-					slog.Warn("no --ssh-key-dir: the objects carry a throwaway SSH key")
+					logctx.From(ctx).Warn("no --ssh-key-dir: the objects carry a throwaway SSH key")
 					key = k
 				}
 				objs, err := render.Render(s, render.Options{SSHKey: key, Images: images, ImageBaseURL: *imageURL})

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/mounts"
 
 	"github.com/bootstick/bootstick/internal/command"
@@ -42,7 +44,7 @@ func init() {
 				if supervise.SystemdIsPID1() && isLiveSystem() {
 					return errors.New("this is the appliance itself; reset is for host mode")
 				}
-				return resetHost(ctx, defaultPaths(*data), *binDir, slog.Default())
+				return resetHost(ctx, defaultPaths(*data), *binDir)
 			}
 		},
 	})
@@ -55,7 +57,8 @@ func isLiveSystem() bool {
 
 // resetHost undoes what a host-mode run did. It keeps going past failures
 // and reports them all at the end.
-func resetHost(ctx context.Context, p paths, binDir string, log *slog.Logger) error {
+func resetHost(ctx context.Context, p paths, binDir string) error {
+	log := logctx.From(ctx)
 	// Refuse while a run is in progress.
 	if err := os.MkdirAll(p.Run, 0o755); err != nil {
 		return err

@@ -5,9 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/bundle"
 
@@ -88,7 +89,7 @@ func init() {
 				if images == nil {
 					for _, h := range s.Hosts {
 						if h.Image.Bundled != "" {
-							slog.Warn("bundled image names not checked: give --bundle", "host", h.Name, "image", h.Image.Bundled)
+							logctx.From(ctx).Warn("bundled image names not checked: give --bundle", "host", h.Name, "image", h.Image.Bundled)
 						}
 					}
 				}

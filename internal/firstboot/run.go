@@ -4,10 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/datadisk"
@@ -78,7 +79,7 @@ func init() {
 				if *dir == "" || *name == "" || len(args) == 0 {
 					return cli.Usagef("--dir, --name and a command are required")
 				}
-				return supervise.RunSupervisor(*dir, *name, args, slog.Default())
+				return supervise.RunSupervisor(ctx, *dir, *name, args)
 			}
 		},
 	})
@@ -100,27 +101,26 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if !filepath.IsAbs(o.data) {
 		return cli.Usagef("--data %q must be an absolute path", o.data)
 	}
-	log := slog.Default()
+	log := logctx.From(ctx)
 	p := defaultPaths(o.data)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this program: %w", err)
 	}
-	notifier := status.NewNotifier(log)
+	notifier := status.NewNotifier(ctx)
 	var progress pipeline.Progress = notifier
 	if o.mode == "appliance" {
 		progress = pipeline.Multi(notifier, &status.Console{Path: status.DefaultIssuePath, Log: log})
 		// The state file lives on the data disk: mount it (if it is
 		// there already) before the runner reads the state.
 		d := diskOptions(o, p)
-		d.Log = log
 		if dev, found, err := datadisk.Attach(ctx, d); err != nil {
 			log.Warn("mounting the data disk", "device", dev, "err", err)
 		} else if found {
 			log.Info("found the data disk", "device", dev)
 		}
 	}
-	if hook := testHook(ctx, log); hook != nil {
+	if hook := testHook(ctx); hook != nil {
 		progress = pipeline.Multi(progress, hook)
 	}
 	n := discover(ctx, o, p, supervise.New(p.services(), []string{self, "supervise"}))
@@ -128,7 +128,7 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if o.mode == "kind" {
 		steps = kindSteps(n)
 	}
-	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: steps, Log: log, Progress: progress}
+	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: steps, Progress: progress}
 	start := time.Now()
 	if err := r.Run(ctx); err != nil {
 		return err
@@ -143,7 +143,8 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 // even the steps that take milliseconds. Only tests set it.
 const testPauseEnv = "BOOTSTICK_TEST_PAUSE_STEP"
 
-func testHook(ctx context.Context, log *slog.Logger) pipeline.Progress {
+func testHook(ctx context.Context) pipeline.Progress {
+	log := logctx.From(ctx)
 	name := os.Getenv(testPauseEnv)
 	if name == "" {
 		return nil

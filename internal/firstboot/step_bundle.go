@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/pipeline"
 )
 
@@ -27,13 +29,13 @@ func bundleStep(n *node) pipeline.Step {
 			res, err := verifyBundle(ctx, n.bundle.dir)
 			switch {
 			case errors.Is(err, errNoLock) && n.opts.mode != "appliance":
-				pc.Log.Warn("the bundle has no bundle.lock: not verified", "bundle", n.bundle.dir)
+				logctx.From(ctx).Warn("the bundle has no bundle.lock: not verified", "bundle", n.bundle.dir)
 			case errors.Is(err, errNoLock):
 				return fmt.Errorf("bundle %s has no bundle.lock: it cannot be verified", n.bundle.dir)
 			case err != nil:
 				return err
 			default:
-				pc.Log.Info(fmt.Sprintf("verified the bundle against its lock: %d files and %d blobs, %d MB in %s",
+				logctx.From(ctx).Info(fmt.Sprintf("verified the bundle against its lock: %d files and %d blobs, %d MB in %s",
 					res.Files, res.Blobs, res.Bytes>>20, time.Since(start).Round(100*time.Millisecond)))
 			}
 			return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/pipeline"
 )
@@ -21,7 +23,6 @@ func dataDiskStep(n *node) pipeline.Step {
 				return os.MkdirAll(n.paths.Data, 0o755)
 			}
 			o := diskOptions(n.opts, n.paths)
-			o.Log = pc.Log
 			o.Device = n.opts.dataDisk
 			if o.Device == "" {
 				s, err := n.site()
@@ -37,9 +38,9 @@ func dataDiskStep(n *node) pipeline.Step {
 				return err
 			}
 			if res.Formatted {
-				pc.Log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel)
+				logctx.From(ctx).Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel)
 			}
-			keepHostKeys(n.paths, pc.Log)
+			keepHostKeys(ctx, n.paths)
 			return os.MkdirAll(n.paths.State, 0o755)
 		},
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/kindcluster"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -22,7 +24,7 @@ func kindPreflightStep(n *node) pipeline.Step {
 			if n.engineErr != nil {
 				return n.engineErr
 			}
-			pc.Log.Info("kind mode", "engine", n.engine.Name, "cluster", n.opts.kindName)
+			logctx.From(ctx).Info("kind mode", "engine", n.engine.Name, "cluster", n.opts.kindName)
 			return nil
 		},
 	}
@@ -41,7 +43,7 @@ func nodeImage(n *node) (string, error) {
 	return "kindest/node:" + api.Tag, nil
 }
 
-func kindCluster(n *node, pc *pipeline.Context) (*kindcluster.Cluster, string, error) {
+func kindCluster(ctx context.Context, n *node) (*kindcluster.Cluster, string, error) {
 	if n.engineErr != nil {
 		return nil, "", n.engineErr
 	}
@@ -50,7 +52,7 @@ func kindCluster(n *node, pc *pipeline.Context) (*kindcluster.Cluster, string, e
 		return nil, "", err
 	}
 	c := kindcluster.New(n.engine, kindcluster.Options{Name: n.opts.kindName, NodeImage: img,
-		Kubeconfig: n.paths.kindKubeconfig(), Wait: n.opts.timeout, Log: pc.Log})
+		Kubeconfig: n.paths.kindKubeconfig(), Wait: n.opts.timeout, Log: logctx.From(ctx)})
 	return c, img, nil
 }
 
@@ -61,7 +63,7 @@ func kindClusterStep(n *node) pipeline.Step {
 		Name: "kind-cluster",
 		Hint: "`docker ps` (or podman ps) shows what kind left; rerunning reuses the cluster",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
-			c, img, err := kindCluster(n, pc)
+			c, img, err := kindCluster(ctx, n)
 			if err != nil {
 				return err
 			}
@@ -75,7 +77,7 @@ func kindClusterStep(n *node) pipeline.Step {
 					return err
 				}
 				if loaded {
-					pc.Log.Info("loaded the node image from the bundle", "image", img, "engine", n.engine.Name)
+					logctx.From(ctx).Info("loaded the node image from the bundle", "image", img, "engine", n.engine.Name)
 				}
 			}
 			start := time.Now()
@@ -84,10 +86,10 @@ func kindClusterStep(n *node) pipeline.Step {
 				return err
 			}
 			if created {
-				pc.Log.Info(fmt.Sprintf("created kind cluster %s in %s", n.opts.kindName, time.Since(start).Round(100*time.Millisecond)),
+				logctx.From(ctx).Info(fmt.Sprintf("created kind cluster %s in %s", n.opts.kindName, time.Since(start).Round(100*time.Millisecond)),
 					"image", img, "kubeconfig", n.paths.kindKubeconfig())
 			} else {
-				pc.Log.Info("reusing kind cluster "+n.opts.kindName, "kubeconfig", n.paths.kindKubeconfig())
+				logctx.From(ctx).Info("reusing kind cluster "+n.opts.kindName, "kubeconfig", n.paths.kindKubeconfig())
 			}
 			return nil
 		},
@@ -104,7 +106,7 @@ func kindImagesStep(n *node) pipeline.Step {
 		Name: "kind-images",
 		Hint: "rerunning loads the images again",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
-			c, img, err := kindCluster(n, pc)
+			c, img, err := kindCluster(ctx, n)
 			if err != nil {
 				return err
 			}
@@ -118,7 +120,7 @@ func kindImagesStep(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
-			pc.Log.Info(fmt.Sprintf("loaded %d images of the bundle into the nodes in %s", len(refs), time.Since(start).Round(100*time.Millisecond)))
+			logctx.From(ctx).Info(fmt.Sprintf("loaded %d images of the bundle into the nodes in %s", len(refs), time.Since(start).Round(100*time.Millisecond)))
 			return nil
 		},
 	}

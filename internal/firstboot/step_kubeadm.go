@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
@@ -34,7 +36,7 @@ func kubeadmInitStep(n *node) pipeline.Step {
 			if created, err := kubeadm.EnsureEncryptionConfig(n.paths.encryptionConfig()); err != nil {
 				return err
 			} else if created {
-				pc.Log.Info("generated the key that encrypts Secrets", "file", n.paths.encryptionConfig())
+				logctx.From(ctx).Info("generated the key that encrypts Secrets", "file", n.paths.encryptionConfig())
 			}
 			data, err := kubeadm.Render(cfg)
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/pipeline"
 )
@@ -26,7 +28,7 @@ func clearTornInit(ctx context.Context, n *node, pc *pipeline.Context) error {
 	if err != nil || len(bad) == 0 {
 		return err
 	}
-	pc.Log.Warn("an earlier kubeadm init was cut off and left damaged files; starting it again from scratch", "files", bad)
+	logctx.From(ctx).Warn("an earlier kubeadm init was cut off and left damaged files; starting it again from scratch", "files", bad)
 	if err := n.services.Stop(ctx, kubeletService); err != nil {
 		return fmt.Errorf("stopping kubelet before clearing a cut-off kubeadm init: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/supervise"
 )
@@ -32,7 +34,7 @@ func kubeletStep(n *node) pipeline.Step {
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			if !fileExists(kubeletFlagsFile) || !fileExists(kubeletKubeconfig) {
-				pc.Log.Info("kubeadm has not configured kubelet yet; kubeadm-init starts it")
+				logctx.From(ctx).Info("kubeadm has not configured kubelet yet; kubeadm-init starts it")
 				return nil
 			}
 			return startKubelet(ctx, n)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,7 +32,7 @@ func manifestsStep(n *node) pipeline.Step {
 		Name: "manifests",
 		Hint: "kubectl get pods -A shows the pods that do not start; rerunning applies the manifests again",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
-			fsys, names, err := manifestFiles(n, pc)
+			fsys, names, err := manifestFiles(ctx, n)
 			if err != nil {
 				return err
 			}
@@ -39,7 +41,7 @@ func manifestsStep(n *node) pipeline.Step {
 				return err
 			}
 			for _, name := range names {
-				if err := applyManifest(ctx, n, c, pc, fsys, name); err != nil {
+				if err := applyManifest(ctx, n, c, fsys, name); err != nil {
 					return fmt.Errorf("manifest %s: %w", name, err)
 				}
 			}
@@ -50,7 +52,7 @@ func manifestsStep(n *node) pipeline.Step {
 
 // manifestFiles are the bundle's manifests/*.yaml in name order, or
 // firstboot's own where a bundle (outside appliance mode) has none.
-func manifestFiles(n *node, pc *pipeline.Context) (fs.FS, []string, error) {
+func manifestFiles(ctx context.Context, n *node) (fs.FS, []string, error) {
 	dir := filepath.Join(n.bundle.dir, "manifests")
 	entries, err := os.ReadDir(dir)
 	switch {
@@ -58,7 +60,7 @@ func manifestFiles(n *node, pc *pipeline.Context) (fs.FS, []string, error) {
 	case n.opts.mode == "appliance":
 		return nil, nil, fmt.Errorf("the bundle has no manifests folder %s: %w", dir, err)
 	default:
-		pc.Log.Info("the bundle has no manifests folder; applying firstboot's own", "folder", dir)
+		logctx.From(ctx).Info("the bundle has no manifests folder; applying firstboot's own", "folder", dir)
 		return manifests.FS, manifests.Files(), nil
 	}
 	var names []string
@@ -71,7 +73,7 @@ func manifestFiles(n *node, pc *pipeline.Context) (fs.FS, []string, error) {
 	return os.DirFS(dir), names, nil
 }
 
-func applyManifest(ctx context.Context, n *node, c *kube.Client, pc *pipeline.Context, fsys fs.FS, name string) error {
+func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, name string) error {
 	objs, err := render.ReadManifest(fsys, name)
 	if err != nil {
 		return err
@@ -88,7 +90,7 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, pc *pipeline.Co
 			return fmt.Errorf("Deployment %s: %w", o.GetName(), err)
 		}
 		if missing := missingImages(d, n.bundle.has); len(missing) > 0 {
-			pc.Log.Warn("left out a Deployment whose images the bundle lacks", "manifest", name, "deployment", d.Namespace+"/"+d.Name, "images", missing)
+			logctx.From(ctx).Warn("left out a Deployment whose images the bundle lacks", "manifest", name, "deployment", d.Namespace+"/"+d.Name, "images", missing)
 			continue
 		}
 		apply, wait = append(apply, o), append(wait, d)
@@ -100,9 +102,9 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, pc *pipeline.Co
 		if err := c.WaitDeployment(ctx, d.Namespace, d.Name, n.opts.timeout); err != nil {
 			return err
 		}
-		pc.Log.Info("available", "deployment", d.Namespace+"/"+d.Name)
+		logctx.From(ctx).Info("available", "deployment", d.Namespace+"/"+d.Name)
 	}
-	pc.Log.Info("applied", "manifest", name, "objects", len(apply))
+	logctx.From(ctx).Info("applied", "manifest", name, "objects", len(apply))
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -51,12 +53,12 @@ func preflightStep(n *node) pipeline.Step {
 			// Kernel settings kubeadm's preflight wants; set, not just checked.
 			for _, mod := range []string{"br_netfilter", "overlay"} {
 				if _, err := command.Run(ctx, command.Options{Tail: 3}, "modprobe", mod); err != nil {
-					pc.Log.Warn("loading a kernel module", "module", mod, "err", err)
+					logctx.From(ctx).Warn("loading a kernel module", "module", mod, "err", err)
 				}
 			}
 			for k, v := range map[string]string{"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1", "net/bridge/bridge-nf-call-ip6tables": "1"} {
 				if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
-					pc.Log.Warn("setting sysctl", "key", k, "err", err)
+					logctx.From(ctx).Warn("setting sysctl", "key", k, "err", err)
 				}
 			}
 			return nil

@@ -3,13 +3,14 @@ package firstboot
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -34,7 +35,7 @@ func registryStep(n *node) pipeline.Step {
 			}
 			err = n.services.Start(ctx, supervise.Service{
 				Name: registryService, Description: "bootstick bundle registry",
-				Command: []string{self, "registry", "--layout", n.bundle.layout, "--listen", strings.Join(registryAddrs(n, pc.Log), ","),
+				Command: []string{self, "registry", "--layout", n.bundle.layout, "--listen", strings.Join(registryAddrs(ctx, n), ","),
 					"--access-log", n.paths.registryLog(), "--corrupt-file", n.paths.corruptFile()},
 			})
 			if err != nil {
@@ -66,7 +67,7 @@ func registryUp(ctx context.Context, n *node) bool {
 
 // registryAddrs are the registry's listen addresses: loopback, and the
 // site's provisioning address when this machine has it.
-func registryAddrs(n *node, log *slog.Logger) []string {
+func registryAddrs(ctx context.Context, n *node) []string {
 	addrs := []string{n.opts.registryAddr}
 	s, err := n.site()
 	if err != nil || s == nil || s.Bootstrap.Provisioning.Address == "" {
@@ -78,7 +79,7 @@ func registryAddrs(n *node, log *slog.Logger) []string {
 	}
 	_, port, _ := net.SplitHostPort(n.opts.registryAddr)
 	if !localIP(ip) {
-		log.Warn("the provisioning address is not on any interface yet; the registry listens on loopback only", "address", ip.String())
+		logctx.From(ctx).Warn("the provisioning address is not on any interface yet; the registry listens on loopback only", "address", ip.String())
 		return addrs
 	}
 	return append(addrs, net.JoinHostPort(ip.String(), port))

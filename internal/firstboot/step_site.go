@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/sitestep"
@@ -18,7 +20,7 @@ func siteStep(n *node) pipeline.Step {
 		Hint: "check the site with `firstboot validate --site FILE`; rerunning applies it again and creates nothing twice",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			if n.sitePath == "" {
-				pc.Log.Info("no site (no --site, none in the bundle); nothing to provision")
+				logctx.From(ctx).Info("no site (no --site, none in the bundle); nothing to provision")
 				return sitestep.WriteHosts(n.paths.hostsFile(), []sitestep.Host{})
 			}
 			images, err := bundledImages(n.bundle.dir)
@@ -34,14 +36,14 @@ func siteStep(n *node) pipeline.Step {
 				identity = n.paths.ageIdentity()
 			}
 			hosts, err := sitestep.Apply(ctx, c, sitestep.Options{Site: n.sitePath, Images: images, KeyDir: n.paths.sshKeyDir(),
-				AgeIdentity: identity, Log: pc.Log})
+				AgeIdentity: identity})
 			if err != nil {
 				return err
 			}
 			if err := sitestep.WriteHosts(n.paths.hostsFile(), hosts); err != nil {
 				return err
 			}
-			states, err := sitestep.Watch(ctx, c, 15*time.Second, pc.Log)
+			states, err := sitestep.Watch(ctx, c, 15*time.Second)
 			if err != nil {
 				return err
 			}
@@ -52,7 +54,7 @@ func siteStep(n *node) pipeline.Step {
 				}
 			}
 			if pending > 0 {
-				pc.Log.Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
+				logctx.From(ctx).Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
 			}
 			return nil
 		},

@@ -9,11 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 )
 
 // Step is one named, re-runnable piece of work.
@@ -32,9 +33,9 @@ type Step struct {
 	Hint string
 }
 
-// Context is what a step gets besides the context.Context.
+// Context is what a step gets besides the context.Context, whose logger
+// (logctx.From) names the step.
 type Context struct {
-	Log      *slog.Logger
 	Progress Progress
 	// Index and Total place the current step (1-based) in the run.
 	Index, Total int
@@ -92,8 +93,7 @@ type Runner struct {
 	// step may mount over (the data disk) needs a lock elsewhere.
 	LockFile string
 	Steps    []Step
-	Log      *slog.Logger // default slog.Default()
-	Progress Progress     // may be nil
+	Progress Progress // may be nil
 	Now      func() time.Time
 }
 
@@ -116,10 +116,7 @@ func (e *StepError) Unwrap() error { return e.Err }
 // first failure as a *StepError. A *LockedError means another run holds the
 // lock.
 func (r *Runner) Run(ctx context.Context) error {
-	log := r.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := logctx.From(ctx)
 	now := r.Now
 	if now == nil {
 		now = time.Now
@@ -168,7 +165,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		rec := st.Step(name)
 		// Done sees the record as loaded, so it can tell a step recorded
 		// done (be sure before redoing it) from one never finished.
-		pc := &Context{Log: log.With("step", name), Progress: progress, Index: i + 1, Total: n, Record: *rec}
+		pc := &Context{Progress: progress, Index: i + 1, Total: n, Record: *rec}
+		ctx := logctx.With(ctx, log.With("step", name))
 		hasDone := step.Done != nil
 
 		if rec.State == StateDone {
@@ -176,7 +174,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			if hasDone {
 				done, err := step.Done(ctx, pc)
 				if err != nil {
-					return r.fail(statePath, st, rec, step, pc, now(), fmt.Errorf("checking whether it is done: %w", err))
+					return r.fail(ctx, statePath, st, rec, step, pc, now(), fmt.Errorf("checking whether it is done: %w", err))
 				}
 				redo = !done
 			}
@@ -214,7 +212,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			runErr = step.Run(ctx, pc)
 		}
 		if runErr != nil {
-			return r.fail(statePath, st, rec, step, pc, now(), runErr)
+			return r.fail(ctx, statePath, st, rec, step, pc, now(), runErr)
 		}
 		end := now()
 		// What the step wrote (kubeadm's certificates, say) reaches the
@@ -238,15 +236,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	return SaveState(statePath, st)
 }
 
-func (r *Runner) fail(statePath string, st *State, rec *StepRecord, step Step, pc *Context, end time.Time, err error) error {
+func (r *Runner) fail(ctx context.Context, statePath string, st *State, rec *StepRecord, step Step, pc *Context, end time.Time, err error) error {
 	rec.State, rec.Ended, rec.Error, rec.Hint = StateFailed, end, err.Error(), step.Hint
 	if !rec.Started.IsZero() {
 		rec.Duration = end.Sub(rec.Started)
 	}
 	if serr := SaveState(statePath, st); serr != nil {
-		pc.Log.Error("recording the failure", "err", serr)
+		logctx.From(ctx).Error("recording the failure", "err", serr)
 	}
-	pc.Log.Error(fmt.Sprintf("step %s (%d/%d): failed after %s", rec.Name, pc.Index, pc.Total, round(rec.Duration)), "err", err)
+	logctx.From(ctx).Error(fmt.Sprintf("step %s (%d/%d): failed after %s", rec.Name, pc.Index, pc.Total, round(rec.Duration)), "err", err)
 	pc.Progress.Update(Event{Step: rec.Name, Index: pc.Index, Total: pc.Total, Phase: PhaseFailed, Duration: rec.Duration, Err: err})
 	return &StepError{Step: rec.Name, Err: err}
 }

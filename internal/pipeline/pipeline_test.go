@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 )
 
 // fakeStep counts its runs and fails or reports done as told.
@@ -47,6 +49,9 @@ func steps(fs ...*fakeStep) []Step {
 }
 
 func ptr(b bool) *bool { return &b }
+
+// quiet is a context whose logger discards.
+var quiet = logctx.With(context.Background(), logctx.Discard())
 
 func TestRunner(t *testing.T) {
 	boom := errors.New("boom")
@@ -114,9 +119,9 @@ func TestRunner(t *testing.T) {
 			}
 			var logs bytes.Buffer
 			var events []Event
-			r := &Runner{Dir: dir, Steps: steps(tt.steps...), Log: slog.New(slog.NewTextHandler(&logs, nil)),
+			r := &Runner{Dir: dir, Steps: steps(tt.steps...),
 				Progress: ProgressFunc(func(e Event) { events = append(events, e) })}
-			err := r.Run(context.Background())
+			err := r.Run(logctx.With(context.Background(), slog.New(slog.NewTextHandler(&logs, nil))))
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -168,9 +173,8 @@ func TestRunnerLogsStepTimes(t *testing.T) {
 	var logs bytes.Buffer
 	clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { clock = clock.Add(600 * time.Millisecond); return clock }
-	r := &Runner{Dir: dir, Steps: steps(&fakeStep{name: "a"}, &fakeStep{name: "b"}),
-		Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: now}
-	if err := r.Run(context.Background()); err != nil {
+	r := &Runner{Dir: dir, Steps: steps(&fakeStep{name: "a"}, &fakeStep{name: "b"}), Now: now}
+	if err := r.Run(logctx.With(context.Background(), slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"step a (1/2): done in 600ms"`, `"step b (2/2): done in 600ms"`} {
@@ -202,7 +206,7 @@ func TestLoadStateErrors(t *testing.T) {
 
 func TestDuplicateStepNames(t *testing.T) {
 	r := &Runner{Dir: t.TempDir(), Steps: steps(&fakeStep{name: "a"}, &fakeStep{name: "a"})}
-	if err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `"a"`) {
+	if err := r.Run(quiet); err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Errorf("err = %v, want a duplicate-name error", err)
 	}
 }
@@ -243,9 +247,8 @@ func helperSteps(dir string, block string) []Step {
 }
 
 func helperMain(dir string) int {
-	r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, os.Getenv("PIPELINE_TEST_BLOCK")),
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	if err := r.Run(context.Background()); err != nil {
+	r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, os.Getenv("PIPELINE_TEST_BLOCK"))}
+	if err := r.Run(quiet); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -295,8 +298,8 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 
 			// The second run, in this process, must redo only the killed step and the rest.
 			os.Remove(filepath.Join(dir, "runs"))
-			r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, ""), Log: slog.New(slog.DiscardHandler)}
-			if err := r.Run(context.Background()); err != nil {
+			r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, "")}
+			if err := r.Run(quiet); err != nil {
 				t.Fatalf("second run: %v", err)
 			}
 			runs, _ := os.ReadFile(filepath.Join(dir, "runs"))
@@ -311,7 +314,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 
 			// A third run does nothing.
 			os.Remove(filepath.Join(dir, "runs"))
-			if err := r.Run(context.Background()); err != nil {
+			if err := r.Run(quiet); err != nil {
 				t.Fatalf("third run: %v", err)
 			}
 			if runs, _ := os.ReadFile(filepath.Join(dir, "runs")); len(runs) != 0 {
@@ -324,9 +327,9 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 func TestSecondRunFailsWhileLocked(t *testing.T) {
 	dir := t.TempDir()
 	cmd := startBlockedHelper(t, dir, "two")
-	r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, ""), Log: slog.New(slog.DiscardHandler)}
+	r := &Runner{Dir: filepath.Join(dir, "state"), Steps: helperSteps(dir, "")}
 	start := time.Now()
-	err := r.Run(context.Background())
+	err := r.Run(quiet)
 	var le *LockedError
 	if !errors.As(err, &le) {
 		t.Fatalf("second run: err = %v, want a *LockedError", err)
@@ -361,9 +364,9 @@ func (s *recordingDoner) Done(ctx context.Context, pc *Context) (bool, error) {
 func TestDoneSeesTheRecord(t *testing.T) {
 	dir := t.TempDir()
 	s := &recordingDoner{fakeStep: fakeStep{name: "init"}}
-	r := &Runner{Dir: dir, Steps: []Step{{Name: s.name, Run: s.run, Done: s.Done}}, Log: slog.New(slog.DiscardHandler)}
+	r := &Runner{Dir: dir, Steps: []Step{{Name: s.name, Run: s.run, Done: s.Done}}}
 	for i := 0; i < 2; i++ {
-		if err := r.Run(context.Background()); err != nil {
+		if err := r.Run(quiet); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -408,11 +411,11 @@ func (s *slowCluster) Done(ctx context.Context, pc *Context) (bool, error) {
 func TestCompletedSurvivesAFailedCheck(t *testing.T) {
 	dir := t.TempDir()
 	s := &slowCluster{fakeStep: fakeStep{name: "kubeadm-init"}}
-	r := &Runner{Dir: dir, Steps: []Step{s.step()}, Log: slog.New(slog.DiscardHandler)}
-	if err := r.Run(context.Background()); err != nil {
+	r := &Runner{Dir: dir, Steps: []Step{s.step()}}
+	if err := r.Run(quiet); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background()); err == nil {
+	if err := r.Run(quiet); err == nil {
 		t.Fatal("the run whose check failed succeeded")
 	}
 	st, err := LoadState(StatePath(dir))
@@ -422,11 +425,11 @@ func TestCompletedSurvivesAFailedCheck(t *testing.T) {
 	if rec := st.Step("kubeadm-init"); rec.State != StateFailed || rec.Completed.IsZero() {
 		t.Fatalf("after the failed check: %+v, want failed with Completed kept", rec)
 	}
-	if err := r.Run(context.Background()); err == nil {
+	if err := r.Run(quiet); err == nil {
 		t.Fatal("the third run (still not answering) succeeded")
 	}
 	s.answering = true
-	if err := r.Run(context.Background()); err != nil {
+	if err := r.Run(quiet); err != nil {
 		t.Fatal(err)
 	}
 	if s.runs != 1 {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
 
@@ -155,7 +156,7 @@ func Build(ctx context.Context, opts Options) (Result, error) {
 	if err := opts.defaults(); err != nil {
 		return Result{}, err
 	}
-	log := slog.Default()
+	log := logctx.From(ctx)
 	in := opts.inputs()
 	key := in.key()
 	base := filepath.Join(opts.CacheDir, "rootfs")

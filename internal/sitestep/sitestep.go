@@ -11,11 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/kube"
@@ -36,7 +37,6 @@ type Options struct {
 	AgeIdentity string
 	// ImageBaseURL is where bundled OS images are served; default from the site.
 	ImageBaseURL string
-	Log          *slog.Logger
 }
 
 // Host is what status shows of a host besides its live state: nothing
@@ -69,10 +69,7 @@ func Load(o Options) (*site.Site, error) {
 // applies every object with server-side apply. Applying again changes
 // nothing. It returns the hosts for status.
 func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logctx.From(ctx)
 	s, err := Load(o)
 	if err != nil {
 		return nil, err
@@ -112,10 +109,8 @@ func safeURL(s string) string {
 // Watch polls the BareMetalHosts until each has a provisioning state or
 // until wait passes, logging every change. Without a baremetal-operator
 // the states stay empty: that is reported, not an error.
-func Watch(ctx context.Context, c *kube.Client, wait time.Duration, log *slog.Logger) ([]kube.HostState, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+func Watch(ctx context.Context, c *kube.Client, wait time.Duration) ([]kube.HostState, error) {
+	log := logctx.From(ctx)
 	deadline := time.Now().Add(wait)
 	last := map[string]string{}
 	for {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/logctx"
+
 	"github.com/bootstick/bootstick/internal/kube"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +87,8 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	sitePath, pws := writeSite(t, dir, 3)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh"), AgeIdentity: filepath.Join(dir, "age", "identity.txt"), Log: log}
+	ctx = logctx.With(ctx, log)
+	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh"), AgeIdentity: filepath.Join(dir, "age", "identity.txt")}
 
 	hosts, err := Apply(ctx, kc, o)
 	if err != nil {
@@ -104,7 +107,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	key, _ := os.ReadFile(priv)
 
-	states1, err := Watch(ctx, kc, 2*time.Second, log)
+	states1, err := Watch(ctx, kc, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

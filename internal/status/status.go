@@ -4,6 +4,7 @@
 package status
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -43,8 +46,8 @@ type Notifier struct {
 // that no child (kubeadm and what it runs) inherits it: only firstboot
 // itself tells systemd it is ready, and systemd does not log refused
 // notifications from other PIDs.
-func NewNotifier(log *slog.Logger) *Notifier {
-	n := &Notifier{Log: log, Socket: os.Getenv("NOTIFY_SOCKET")}
+func NewNotifier(ctx context.Context) *Notifier {
+	n := &Notifier{Log: logctx.From(ctx), Socket: os.Getenv("NOTIFY_SOCKET")}
 	os.Unsetenv("NOTIFY_SOCKET")
 	return n
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -131,7 +132,7 @@ func TestNotifierSendsStatus(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", sock)
-	n := NewNotifier(nil)
+	n := NewNotifier(context.Background())
 	if v, ok := os.LookupEnv("NOTIFY_SOCKET"); ok {
 		t.Errorf("NOTIFY_SOCKET=%s is still in the environment: children would inherit it", v)
 	}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/preflight"
 
@@ -134,7 +135,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	log := slog.Default()
+	log := logctx.From(ctx)
 	res := &Result{Output: o.Output, LockFile: o.Lock}
 	spinners := map[string]string{
 		"completeness": "checking that the registry holds every image",
@@ -340,7 +341,7 @@ func warnMoved(ctx context.Context, o Options, l *bundle.Lock) {
 	}
 	for _, p := range now {
 		if v := locked[p.Name]; v != p.Version {
-			slog.Warn("the mirror moved: a newly built OS gets another version than the lock pins", "package", p.Name, "locked", v, "mirror", p.Version)
+			logctx.From(ctx).Warn("the mirror moved: a newly built OS gets another version than the lock pins", "package", p.Name, "locked", v, "mirror", p.Version)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/flock"
 )
@@ -187,7 +188,8 @@ func writePID(path string, pid int) error {
 // RunSupervisor is the supervisor process's body: it runs command, restarts
 // it with a growing delay whenever it exits, and on SIGTERM or SIGINT stops
 // it (SIGTERM, then SIGKILL after grace) and returns.
-func RunSupervisor(dir, name string, command []string, log *slog.Logger) error {
+func RunSupervisor(ctx context.Context, dir, name string, command []string) error {
+	log := logctx.From(ctx)
 	if len(command) == 0 {
 		return errors.New("supervise: no command")
 	}

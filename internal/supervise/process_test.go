@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 )
 
 // The test binary doubles as the supervisor.
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 		dir := fs.String("dir", "", "")
 		name := fs.String("name", "", "")
 		fs.Parse(os.Args[2:]) // after -test.run=^$
-		if err := RunSupervisor(*dir, *name, fs.Args(), slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+		if err := RunSupervisor(logctx.With(context.Background(), slog.New(slog.NewTextHandler(os.Stderr, nil))), *dir, *name, fs.Args()); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

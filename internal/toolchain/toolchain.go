@@ -20,13 +20,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
 
@@ -255,7 +256,7 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 	if ok, err := s.GetAction(key, rec); err != nil {
 		return nil, false, err
 	} else if ok {
-		slog.Info("recipe cached", "recipe", r.Name, "source", r.ModVersion())
+		logctx.From(ctx).Info("recipe cached", "recipe", r.Name, "source", r.ModVersion())
 		return rec, false, nil
 	}
 
@@ -272,7 +273,7 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 		}
 	}
 	start := time.Now()
-	slog.Info("recipe building", "recipe", r.Name, "source", r.ModVersion(), "binaries", strings.Join(r.BinaryNames(), ","))
+	logctx.From(ctx).Info("recipe building", "recipe", r.Name, "source", r.ModVersion(), "binaries", strings.Join(r.BinaryNames(), ","))
 	repo := opts.Spec.Dir
 	if err := gobuild.Build(ctx, r, mod, out, gobuild.Options{Go: goCmd, Epoch: opts.Epoch, RepoDir: repo, Progress: opts.Progress, Label: label}); err != nil {
 		return nil, false, err
@@ -291,7 +292,7 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 	if err := s.PutAction(key, rec); err != nil {
 		return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
 	}
-	slog.Info("recipe built", "recipe", r.Name, "source", r.ModVersion(), "took", time.Since(start).Round(time.Second))
+	logctx.From(ctx).Info("recipe built", "recipe", r.Name, "source", r.ModVersion(), "took", time.Since(start).Round(time.Second))
 	return rec, true, nil
 }
 
@@ -399,7 +400,7 @@ func buildImage(ctx context.Context, opts Options, im *recipes.Image, base ocibu
 	if err := s.PutAction(key, rec); err != nil {
 		return fail(err)
 	}
-	slog.Info("image built", "ref", im.Ref, "digest", img.Manifest, "took", time.Since(start).Round(100*time.Millisecond))
+	logctx.From(ctx).Info("image built", "ref", im.Ref, "digest", img.Manifest, "took", time.Since(start).Round(100*time.Millisecond))
 	return img, true, nil
 }
 
