@@ -12,6 +12,8 @@ export GOFLAGS     := -trimpath -buildvcs=false
 export BOOTSTICK_CACHE := $(abspath $(CACHE))
 
 GO        ?= go
+# The version both programs print (`mkusb version`, `firstboot version`).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOTEST    := $(GO) test -count=1
 MKUSB     := bin/mkusb
 FIRSTBOOT := bin/firstboot
@@ -23,7 +25,7 @@ all: build
 build: $(MKUSB) $(FIRSTBOOT)
 
 bin/%: FORCE
-	$(GO) build -o $@ ./cmd/$*
+	$(GO) build -ldflags "-X github.com/bootstick/bootstick/internal/cli.Version=$(VERSION)" -o $@ ./cmd/$*
 
 # The Debian packages the build and the tests use: installs what is missing
 # (as root), names every missing package at once, silent when all are there.

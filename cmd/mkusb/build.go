@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/payload"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/cli"
@@ -17,7 +20,7 @@ import (
 func init() {
 	app.Register(cli.Command{
 		Name:  "build",
-		Usage: "build [--bundle F] [--output F] [--cache DIR] [--site F] [--locked]",
+		Usage: "build [--bundle F] [--output F] [--cache DIR] [--site F] [--locked] [--json]",
 		Short: "build the bootable ISO from a bundle (resolving it into its lock first)",
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			var o stick.Options
@@ -30,6 +33,7 @@ func init() {
 			fs.StringVar(&o.AgeIdentity, "age-identity", "", "age identity that decrypts the site's encrypted passwords")
 			fs.StringVar(&o.Firstboot, "firstboot", "bin/firstboot", "the firstboot binary for the appliance layer (make bin/firstboot)")
 			fs.StringVar(&o.Overlay, "overlay", "overlay", "the folder laid over the OS")
+			asJSON := fs.Bool("json", false, "print the build's summary as JSON")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err
@@ -52,6 +56,9 @@ func init() {
 				res, err := stick.Build(ctx, o)
 				if err != nil {
 					return err
+				}
+				if *asJSON {
+					return printJSON(buildSummary(res, time.Since(start)))
 				}
 				printBuild(res, time.Since(start))
 				return nil
@@ -79,4 +86,25 @@ func printBuild(r *stick.Result, took time.Duration) {
 		fmt.Printf("  step %-13s %s\n", s.Name, s.Took.Round(10*time.Millisecond))
 	}
 	fmt.Printf("wrote %s: %.1f MB in %s\n", r.Output, float64(r.Size)/1e6, took.Round(100*time.Millisecond))
+}
+
+// buildReport is what `build --json` prints.
+type buildReport struct {
+	Output      string             `json:"output"`
+	Size        int64              `json:"size"`
+	Lock        string             `json:"lock"`
+	LockChanged bool               `json:"lockChanged"`
+	Kubernetes  string             `json:"kubernetes"`
+	Payload     payload.Stats      `json:"payload"`
+	Steps       map[string]float64 `json:"stepSeconds"`
+	Seconds     float64            `json:"seconds"`
+}
+
+func buildSummary(r *stick.Result, took time.Duration) buildReport {
+	b := buildReport{Output: r.Output, Size: r.Size, Lock: r.LockFile, LockChanged: r.LockChanged,
+		Kubernetes: r.Lock.Kubernetes.Version, Payload: r.Payload, Steps: map[string]float64{}, Seconds: took.Seconds()}
+	for _, s := range r.Steps {
+		b.Steps[s.Name] = s.Took.Seconds()
+	}
+	return b
 }

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"sort"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cli"
@@ -22,11 +23,11 @@ func init() {
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				args, err := isoArg(fs, args)
+				iso, err := cli.OneArg(args, "ISO")
 				if err != nil {
 					return err
 				}
-				rep, err := stick.Inspect(args[0])
+				rep, err := stick.Inspect(iso)
 				if err != nil {
 					return err
 				}
@@ -40,20 +41,6 @@ func init() {
 			}
 		},
 	})
-}
-
-// isoArg takes the ISO argument, allowing flags after it.
-func isoArg(fs *flag.FlagSet, args []string) ([]string, error) {
-	if len(args) == 0 {
-		return nil, cli.Usagef("name the ISO")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, cli.Usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, cli.Usagef("unexpected arguments: %v", fs.Args())
-	}
-	return args[:1], nil
 }
 
 func printReport(r *stick.Report) {

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/progress"
@@ -20,18 +21,18 @@ func init() {
 			device := fs.String("device", "", "the whole-disk device of the stick, e.g. /dev/sdX (required)")
 			force := fs.Bool("force", false, "write even to a mounted or non-removable device")
 			return func(ctx context.Context, args []string) error {
-				args, err := isoArg(fs, args)
+				iso, err := cli.OneArg(args, "ISO")
 				if err != nil {
 					return err
 				}
 				if *device == "" {
 					return cli.Usagef("--device is required")
 				}
-				err = usbwrite.Write(ctx, usbwrite.Options{Image: args[0], Device: *device, Force: *force, Progress: progress.For(os.Stderr)})
+				err = usbwrite.Write(ctx, usbwrite.Options{Image: iso, Device: *device, Force: *force, Progress: progress.For(os.Stderr)})
 				if err != nil {
 					return err
 				}
-				fmt.Printf("wrote %s to %s and read it back: ok\n", args[0], *device)
+				fmt.Printf("wrote %s to %s and read it back: ok\n", iso, *device)
 				return nil
 			}
 		},

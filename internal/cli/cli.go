@@ -1,12 +1,13 @@
-// Package cli is the small subcommand frame both mains share: a registry of
-// commands, each with its own flag set, a slog logger on stderr, and exit
-// codes decided in one place.
+// Package cli is the subcommand frame both mains share, on cobra (the help,
+// completion and flag conventions users of kind, talosctl and crane know):
+// a registry of commands, each declaring its own flags, a slog logger on
+// stderr carried in the context, a version command, and exit codes decided
+// in one place. Flags may come before or after positional arguments.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,8 +17,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/bootstick/bootstick/internal/logctx"
 	"github.com/bootstick/bootstick/internal/progress"
 )
 
@@ -27,8 +30,8 @@ type Command struct {
 	Usage string // one line: "build [--bundle F] [--output F]"
 	Short string // what it does, one line
 	// Flags declares the command's flags on fs and returns the function that
-	// runs it with the remaining arguments.
-	Flags func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	// runs it with the positional arguments.
+	Flags func(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 }
 
 // UsageError is returned for bad arguments: exit code 2.
@@ -54,16 +57,16 @@ func (a *App) Register(c Command) {
 	if a.commands == nil {
 		a.commands = map[string]Command{}
 	}
-	if _, dup := a.commands[c.Name]; dup {
+	if _, dup := a.commands[c.Name]; dup || c.Name == "version" {
 		panic("cli: duplicate command " + c.Name)
 	}
 	a.commands[c.Name] = c
 }
 
-// Main runs the program and exits.
 // stderrFile is the process's stderr, as Main hands it to Run.
 var stderrFile io.Writer = os.Stderr
 
+// Main runs the program and exits.
 func (a *App) Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := a.Run(ctx, os.Args[1:], stderrFile)
@@ -71,7 +74,7 @@ func (a *App) Main() {
 	os.Exit(code)
 }
 
-// Run runs the command named by args[0] and returns the exit code: 0 on
+// Run runs the command args names and returns the exit code: 0 on
 // success, 2 for usage errors, the error's own code when it has one, else 1.
 func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	level := new(slog.LevelVar)
@@ -86,38 +89,24 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 		// Log lines go above a progress bar, never through it.
 		slog.SetDefault(slog.New(slog.NewTextHandler(progress.LogWriter(stderr), opts)))
 	}
+	ctx = logctx.With(ctx, slog.Default())
 
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		a.usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := a.commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", a.Name, args[0])
-		a.usage(stderr)
-		return 2
-	}
-	fs := flag.NewFlagSet(a.Name+" "+c.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s %s\n\n%s\n\nflags:\n", a.Name, c.Usage, c.Short)
-		fs.PrintDefaults()
-	}
-	run := c.Flags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	err := run(logctx.With(ctx, slog.Default()), fs.Args())
+	var failed *cobra.Command
+	root := a.root(&failed)
+	root.SetArgs(args)
+	root.SetErr(stderr)
+	root.SetOut(os.Stdout)
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
-	msg := fmt.Sprintf("%s %s: %v\n", a.Name, c.Name, err)
+	if failed == nil || failed == root {
+		// cobra's own errors: an unknown command or flag.
+		fmt.Fprintf(stderr, "%s: %v\n", a.Name, err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", a.Name)
+		return 2
+	}
+	msg := fmt.Sprintf("%s %s: %v\n", a.Name, failed.Name(), err)
 	if journal {
 		// Every line of a many-line error (a site's problems) is an error.
 		msg = strings.ReplaceAll(msg[:len(msg)-1], "\n", fmt.Sprintf("\n<%d>", prioErr))
@@ -126,7 +115,7 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	io.WriteString(stderr, msg)
 	var ue *UsageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "usage: %s %s\n", a.Name, c.Usage)
+		fmt.Fprintf(stderr, "usage: %s %s\n", a.Name, a.commands[failed.Name()].Usage)
 		return 2
 	}
 	var ec ExitCoder
@@ -136,21 +125,32 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 1
 }
 
-func (a *App) usage(w io.Writer) {
-	fmt.Fprintf(w, "%s: %s\n\ncommands:\n", a.Name, a.Short)
+// root builds the cobra tree; failed is set to the command whose run
+// returned an error.
+func (a *App) root(failed **cobra.Command) *cobra.Command {
+	root := &cobra.Command{Use: a.Name, Short: a.Short, SilenceErrors: true, SilenceUsage: true}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return Usagef("%v", err) })
 	names := make([]string, 0, len(a.commands))
 	for n := range a.commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	width := 0
 	for _, n := range names {
-		width = max(width, len(n))
+		c := a.commands[n]
+		cc := &cobra.Command{Use: c.Usage, Short: c.Short, SilenceErrors: true, SilenceUsage: true}
+		run := c.Flags(cc.Flags())
+		cc.RunE = func(cmd *cobra.Command, args []string) error {
+			*failed = cmd
+			return run(cmd.Context(), args)
+		}
+		cc.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+			*failed = cmd
+			return Usagef("%v", err)
+		})
+		root.AddCommand(cc)
 	}
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, n, a.commands[n].Short)
-	}
-	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", a.Name)
+	root.AddCommand(a.versionCommand(failed))
+	return root
 }
 
 // NoArgs returns a usage error when args is not empty.
@@ -159,4 +159,16 @@ func NoArgs(args []string) error {
 		return Usagef("unexpected arguments: %s", strings.Join(args, " "))
 	}
 	return nil
+}
+
+// OneArg returns the single positional argument, or a usage error naming
+// what is wanted.
+func OneArg(args []string, what string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", Usagef("name the %s", what)
+	case 1:
+		return args[0], nil
+	}
+	return "", Usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
 }

@@ -158,9 +158,9 @@ type ProblemsError struct {
 
 // Problem is one validation problem.
 type Problem struct {
-	Line   int
-	Path   string
-	Detail string
+	Line   int    `json:"line,omitempty"`
+	Path   string `json:"field"`
+	Detail string `json:"detail"`
 }
 
 func (p Problem) String() string { return p.Path + ": " + p.Detail }

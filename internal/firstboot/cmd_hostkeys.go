@@ -3,7 +3,8 @@ package firstboot
 import (
 	"context"
 	"errors"
-	"flag"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 

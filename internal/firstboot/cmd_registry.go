@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 

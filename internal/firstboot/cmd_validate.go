@@ -2,11 +2,16 @@ package firstboot
 
 import (
 	"context"
-	"flag"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/bootstick/bootstick/internal/config"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
@@ -78,11 +83,15 @@ func init() {
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			var f siteFlags
 			f.register(fs)
+			asJSON := fs.Bool("json", false, "print the result as JSON (every problem with its line and field path); the exit code is the same")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err
 				}
 				s, images, err := f.load()
+				if *asJSON {
+					return writeValidation(f.site, s, err)
+				}
 				if err != nil {
 					return err
 				}
@@ -93,12 +102,7 @@ func init() {
 						}
 					}
 				}
-				masters := 0
-				for _, h := range s.Hosts {
-					if h.Role == site.RoleMaster {
-						masters++
-					}
-				}
+				masters := countMasters(s)
 				fmt.Fprintf(siteOut, "%s: valid: cluster %s, %d hosts (%d masters, %d workers)\n",
 					f.site, s.Cluster.Name, len(s.Hosts), masters, len(s.Hosts)-masters)
 				return nil
@@ -106,3 +110,58 @@ func init() {
 		},
 	})
 }
+
+func countMasters(s *site.Site) int {
+	n := 0
+	for _, h := range s.Hosts {
+		if h.Role == site.RoleMaster {
+			n++
+		}
+	}
+	return n
+}
+
+// Validation is what `validate --json` prints.
+type Validation struct {
+	Site     string           `json:"site"`
+	Valid    bool             `json:"valid"`
+	Cluster  string           `json:"cluster,omitempty"`
+	Masters  int              `json:"masters"`
+	Workers  int              `json:"workers"`
+	Problems []config.Problem `json:"problems,omitempty"`
+	// Error is a failure that is not a list of problems (an unreadable file).
+	Error string `json:"error,omitempty"`
+}
+
+// writeValidation prints the result of loading a site as JSON and returns
+// an error (exit code 1) when the site is not valid; the problems are in
+// the JSON, so the error says no more.
+func writeValidation(path string, s *site.Site, err error) error {
+	v := Validation{Site: path, Valid: err == nil}
+	var pe *config.ProblemsError
+	switch {
+	case errors.As(err, &pe):
+		v.Problems = pe.Problems
+	case err != nil:
+		v.Error = err.Error()
+	default:
+		v.Cluster, v.Masters = s.Cluster.Name, countMasters(s)
+		v.Workers = len(s.Hosts) - v.Masters
+	}
+	enc := json.NewEncoder(siteOut)
+	enc.SetIndent("", "  ")
+	if werr := enc.Encode(v); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return exitCode(1)
+	}
+	return nil
+}
+
+// exitCode is an error that only sets the exit code: what went wrong was
+// printed already.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d (see the output above)", int(e)) }
+func (e exitCode) ExitCode() int { return int(e) }

@@ -2,11 +2,12 @@ package firstboot
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 

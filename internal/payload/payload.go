@@ -54,13 +54,15 @@ type Options struct {
 
 // Stats measure the payload.
 type Stats struct {
-	Files int
-	Bytes int64
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
 	// RegistryBytes is the size of the registry's blobs, each once;
 	// ImageBytes the sum of every image's size (shared blobs counted once
 	// per image that uses them).
-	RegistryBytes, ImageBytes int64
-	Blobs, Images             int
+	RegistryBytes int64 `json:"registryBytes"`
+	ImageBytes    int64 `json:"imageBytes"`
+	Blobs         int   `json:"blobs"`
+	Images        int   `json:"images"`
 }
 
 // Stage writes the payload.
