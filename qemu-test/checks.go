@@ -258,8 +258,8 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 				continue
 			}
 			key := r.String()
-			if _, d, ok := strings.Cut(img, "@"); ok {
-				key = d
+			if r.Digest != "" {
+				key = r.Digest
 			}
 			if !pulled[key] {
 				errs = append(errs, fmt.Errorf("pod %s: image %s was not served by the stick's registry (its access log has %s)", name, img, strings.Join(sortedKeys(pulled), ", ")))

@@ -70,8 +70,8 @@ func imagePresent(u completeness.Use, refs map[string]LockedImage, byRepo map[st
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", u.By, err)
 	}
-	_, digest, pinned := strings.Cut(u.Image, "@")
-	if !pinned {
+	digest := r.Digest
+	if digest == "" {
 		_, ok := refs[r.String()]
 		return ok, nil
 	}

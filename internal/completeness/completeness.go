@@ -141,8 +141,8 @@ func Check(uses []Use, haveDigests map[string]string) error {
 			missing[u.Image] = append(missing[u.Image], u.By+" (not a valid reference)")
 			continue
 		}
-		if _, d, ok := strings.Cut(u.Image, "@"); ok {
-			if !byDigest[r.Registry+"/"+r.Repository+"@"+d] {
+		if r.Digest != "" {
+			if !byDigest[r.Registry+"/"+r.Repository+"@"+r.Digest] {
 				missing[u.Image] = append(missing[u.Image], u.By)
 			}
 			continue

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // Annotations that name an image in an OCI layout's index.json.
@@ -59,43 +61,43 @@ type repo struct {
 	blobs     map[string]int64      // digest → size, for configs and layers
 }
 
-// ImageRef is a parsed image reference.
+// ImageRef is a parsed image reference, named the way containerd names
+// images (docker.io, not index.docker.io).
 type ImageRef struct {
 	Registry, Repository, Tag string
+	// Digest is the reference's @sha256:..., when it pins one.
+	Digest string
 }
 
+// String is registry/repository:tag, without the digest: the name the
+// layout's index carries.
 func (r ImageRef) String() string { return r.Registry + "/" + r.Repository + ":" + r.Tag }
 
-// ParseRef splits a reference such as "registry.k8s.io/pause:3.10" into
-// registry, repository and tag, with the usual defaults: a name with no
-// registry part is on docker.io, a one-part name there is under library/,
-// and the tag defaults to latest. A trailing @digest is dropped.
+// ParseRef parses a reference such as "registry.k8s.io/pause:3.10" or
+// "quay.io/x/y:v1@sha256:..." with go-containerregistry's name package:
+// a name with no registry part is on docker.io, a one-part name there is
+// under library/, the tag defaults to latest, and a digest is kept apart.
 func ParseRef(ref string) (ImageRef, error) {
-	s := ref
-	if i := strings.Index(s, "@"); i >= 0 {
-		s = s[:i]
+	base, digest, pinned := strings.Cut(ref, "@")
+	t, err := name.NewTag(base)
+	if err == nil && strings.Contains(base, "//") {
+		err = fmt.Errorf("empty path component")
 	}
-	if s == "" {
-		return ImageRef{}, fmt.Errorf("image reference %q has no name", ref)
+	if err != nil {
+		return ImageRef{}, fmt.Errorf("image reference %q is not valid: %w", ref, err)
 	}
-	tag := "latest"
-	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
-		tag, s = s[i+1:], s[:i]
+	out := ImageRef{Registry: t.RegistryStr(), Repository: t.RepositoryStr(), Tag: t.TagStr()}
+	if out.Registry == name.DefaultRegistry {
+		out.Registry = "docker.io"
 	}
-	reg, path := "docker.io", s
-	if i := strings.Index(s, "/"); i >= 0 {
-		first := s[:i]
-		if strings.ContainsAny(first, ".:") || first == "localhost" {
-			reg, path = first, s[i+1:]
+	if pinned {
+		d, err := name.NewDigest(base + "@" + digest)
+		if err != nil {
+			return ImageRef{}, fmt.Errorf("image reference %q is not valid: %w", ref, err)
 		}
+		out.Digest = d.DigestStr()
 	}
-	if reg == "docker.io" && !strings.Contains(path, "/") {
-		path = "library/" + path
-	}
-	if path == "" || tag == "" || strings.Contains(path, "//") || path != strings.ToLower(path) {
-		return ImageRef{}, fmt.Errorf("image reference %q is not valid", ref)
-	}
-	return ImageRef{Registry: reg, Repository: path, Tag: tag}, nil
+	return out, nil
 }
 
 func validDigest(d string) bool {

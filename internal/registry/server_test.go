@@ -396,12 +396,13 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestParseRef(t *testing.T) {
+	pinned := "sha256:" + strings.Repeat("ab", 32)
 	tests := []struct{ in, want string }{
 		{"registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/kube-apiserver:v1.34.4"},
 		{"registry.k8s.io/coredns/coredns:v1.12.1", "registry.k8s.io/coredns/coredns:v1.12.1"},
 		{"busybox", "docker.io/library/busybox:latest"},
 		{"team/app:1", "docker.io/team/app:1"},
-		{"localhost:5000/app:2@sha256:abc", "localhost:5000/app:2"},
+		{"localhost:5000/app:2@" + pinned, "localhost:5000/app:2"},
 	}
 	for _, tt := range tests {
 		got, err := ParseRef(tt.in)
@@ -409,7 +410,11 @@ func TestParseRef(t *testing.T) {
 			t.Errorf("ParseRef(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"", "Upper/case", "a//b"} {
+	// The digest is kept apart, not dropped.
+	if got, err := ParseRef("quay.io/x/y:v1@" + pinned); err != nil || got.Digest != pinned || got.Tag != "v1" {
+		t.Errorf("ParseRef of a pinned reference = %+v, %v; want tag v1 and digest %s", got, err, pinned)
+	}
+	for _, bad := range []string{"", "Upper/case", "a//b", "localhost:5000/app:2@sha256:abc"} {
 		if _, err := ParseRef(bad); err == nil {
 			t.Errorf("ParseRef(%q) succeeded", bad)
 		}
