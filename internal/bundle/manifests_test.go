@@ -194,7 +194,7 @@ func TestBadIfImagesPresent(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "m"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(dir, "m"), "31-bmo.yaml", deployment("bmo", "h.invalid/a:1"))
+	write(t, filepath.Join(dir, "m"), "31-bmo.yaml", deployment("bmo", "h.invalid/app:1"))
 	write(t, dir, "recipes.yaml", "x")
 	for _, tc := range []struct{ name, list, want string }{
 		{"not in the folder", "[31-bmo.yaml, 32-ironic.yaml]", "manifests.ifImagesPresent[1]: Not found: \"32-ironic.yaml (not in manifests.dir m)\""},
