@@ -63,7 +63,11 @@ func (nop) Done()               {}
 // For returns bars on w when it is a terminal, else one line per step.
 func For(w *os.File) Progress {
 	if term.IsTerminal(int(w.Fd())) {
-		return &bars{w: w}
+		width, _, err := term.GetSize(int(w.Fd()))
+		if err != nil {
+			width = 80
+		}
+		return &bars{w: w, width: width}
 	}
 	return &Lines{W: w}
 }
@@ -74,6 +78,9 @@ type bars struct {
 	bar *progressbar.ProgressBar
 	// name is the step's; Describe adds to it.
 	name string
+	// width is the terminal's: a description is cut to keep the bar on
+	// one line (a wrapped line is never redrawn and tears the bar).
+	width int
 }
 
 func (b *bars) Start(name string, total int64) { b.start(name, total, "") }
@@ -84,7 +91,7 @@ func (b *bars) Describe(msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bar != nil {
-		b.bar.Describe(b.name + ": " + msg)
+		b.bar.Describe(fit(b.name+": "+msg, b.width-barRoom))
 	}
 }
 
@@ -131,6 +138,23 @@ func (b *bars) Done() {
 		b.bar = nil
 	}
 	setActive(nil)
+}
+
+// barRoom is what a bar needs besides its description: the bar itself,
+// the percentage, the counts and the times.
+const barRoom = 75
+
+// fit cuts s to at most n runes, keeping its end (the package compiling
+// now) behind an ellipsis.
+func fit(s string, n int) string {
+	r := []rune(s)
+	if n < 10 {
+		n = 10
+	}
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
 }
 
 // write writes a log line above the bar: the bar's line is cleared first
