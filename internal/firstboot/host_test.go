@@ -78,7 +78,7 @@ func TestHostMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "firstboot")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/bootstick/bootstick/cmd/firstboot").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "bootsticktest", "-o", bin, "github.com/bootstick/bootstick/cmd/firstboot").CombinedOutput(); err != nil {
 		t.Fatalf("building firstboot: %v\n%s", err, out)
 	}
 	h := &hostRun{t: t, bin: bin, tc: tc, data: "/var/lib/bootstick-test"}
@@ -97,7 +97,7 @@ func TestHostMode(t *testing.T) {
 	for _, st := range hostSteps(&node{}) {
 		target := st.Name
 		cmd := h.run()
-		cmd.Env = append(cmd.Env, testPauseEnv+"="+target)
+		cmd.Env = append(cmd.Env, "BOOTSTICK_TEST_PAUSE_STEP="+target)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {

@@ -1,8 +1,10 @@
 package firstboot
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +35,34 @@ func TestRemoveAllButKeepsTheStateUntilLast(t *testing.T) {
 	}
 	if err := removeAllBut(filepath.Join(dir, "missing"), state); err != nil {
 		t.Errorf("a missing folder: %v", err)
+	}
+}
+
+// reset refuses a folder firstboot did not make, before it touches
+// anything, and names the folder and what to do.
+func TestResetRefusesAFolderThatIsNotOurs(t *testing.T) {
+	host := t.TempDir()
+	keep := filepath.Join(host, "precious")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := defaultPaths(host)
+	p.Run = t.TempDir()
+	err := resetHost(context.Background(), p, "")
+	if err == nil || !strings.Contains(err.Error(), "refusing to remove "+host) || !strings.Contains(err.Error(), dataMarker) {
+		t.Fatalf("reset of a folder that is not ours = %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("reset removed a file of a folder it refused: %v", err)
+	}
+	// Marked by firstboot, it passes the check.
+	if err := markOurs(host); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOurs(host); err != nil {
+		t.Errorf("checkOurs of a marked folder: %v", err)
+	}
+	if err := checkOurs(filepath.Join(host, "missing")); err != nil {
+		t.Errorf("checkOurs of a missing folder: %v", err)
 	}
 }

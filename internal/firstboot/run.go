@@ -124,6 +124,13 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if hook := testHook(ctx); hook != nil {
 		progress = pipeline.Multi(progress, hook)
 	}
+	if o.mode != "appliance" {
+		// Reset removes the data folder only when it carries this mark.
+		// (On the stick the data disk is ours by its label.)
+		if err := markOurs(o.data); err != nil {
+			return fmt.Errorf("data folder %s: %w", o.data, err)
+		}
+	}
 	n := discover(ctx, o, p, supervise.New(p.services(), []string{self, "supervise"}))
 	steps := hostSteps(n)
 	if o.mode == "kind" {
@@ -137,26 +144,4 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	notifier.Ready("ready")
 	log.Info(fmt.Sprintf("firstboot: done in %s", time.Since(start).Round(100*time.Millisecond)))
 	return nil
-}
-
-// testPauseEnv names a step that pauses right after it starts (its state
-// recorded as running): the kill test sets it so that SIGKILL lands inside
-// even the steps that take milliseconds. Only tests set it.
-const testPauseEnv = "BOOTSTICK_TEST_PAUSE_STEP"
-
-func testHook(ctx context.Context) pipeline.Progress {
-	log := logctx.From(ctx)
-	name := os.Getenv(testPauseEnv)
-	if name == "" {
-		return nil
-	}
-	return pipeline.ProgressFunc(func(ev pipeline.Event) {
-		if ev.Step == name && ev.Phase == pipeline.PhaseStarted {
-			log.Warn("pausing for a test", "step", name, "env", testPauseEnv)
-			select {
-			case <-ctx.Done():
-			case <-time.After(10 * time.Minute):
-			}
-		}
-	})
 }

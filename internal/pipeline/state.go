@@ -105,5 +105,5 @@ func SaveState(path string, s *State) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o644)
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }

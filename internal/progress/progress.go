@@ -91,7 +91,7 @@ func (b *bars) Describe(msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bar != nil {
-		b.bar.Describe(fit(b.name+": "+msg, b.width-barRoom))
+		b.bar.Describe(b.name + ": " + fit(msg, b.width-barRoom-len([]rune(b.name))-2))
 	}
 }
 

@@ -32,9 +32,9 @@ type Options struct {
 // problem is reported in one error with its line and field path. Secrets
 // never appear in the error.
 func Load(path string, opts Options) (*Site, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, maxSiteFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading site file: %w", err)
+		return nil, fmt.Errorf("reading site file %s: %w", path, err)
 	}
 	return Parse(path, data, opts)
 }
@@ -89,7 +89,11 @@ func (s *Site) resolveCredentials(ids []age.Identity) field.ErrorList {
 				c.unresolved = true
 				continue
 			}
-			cf, err := readCredentialsFile(filepath.Join(s.Dir, c.File))
+			path := c.File
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(s.Dir, path)
+			}
+			cf, err := readCredentialsFile(path)
 			if err != nil {
 				errs = append(errs, field.Invalid(p.Child("file"), c.File, err.Error()))
 				c.unresolved = true
@@ -122,13 +126,9 @@ func (s *Site) resolveCredentials(ids []age.Identity) field.ErrorList {
 }
 
 func readCredentialsFile(path string) (*credentialsFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, maxCredentialsFile)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("cannot read it: %v", pe.Err)
-		}
-		return nil, errors.New("cannot read it")
+		return nil, err
 	}
 	var cf credentialsFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -206,9 +206,9 @@ type Early struct {
 
 // ReadEarly reads the early part of the site file at path.
 func ReadEarly(path string) (*Early, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, maxSiteFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading site file: %w", err)
+		return nil, fmt.Errorf("reading site file %s: %w", path, err)
 	}
 	return ParseEarly(path, data)
 }

@@ -156,7 +156,7 @@ func WriteHosts(path string, hosts []Host) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o644)
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }
 
 // ReadHosts reads what WriteHosts wrote; a missing file is no hosts.

@@ -1,0 +1,13 @@
+//go:build !bootsticktest
+
+package firstboot
+
+import (
+	"context"
+
+	"github.com/bootstick/bootstick/internal/pipeline"
+)
+
+// testHook is nil in a release build: test hooks are compiled in only with
+// the bootsticktest tag (see testhook.go).
+func testHook(context.Context) pipeline.Progress { return nil }
