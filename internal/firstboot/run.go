@@ -109,7 +109,7 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 		return fmt.Errorf("finding this program: %w", err)
 	}
 	notifier := status.NewNotifier(ctx)
-	var progress pipeline.Progress = notifier
+	var progress pipeline.Observer = notifier
 	if o.mode == "appliance" {
 		progress = pipeline.Multi(notifier, &status.Console{Path: status.DefaultIssuePath, Log: log})
 		// The state file lives on the data disk: mount it (if it is
@@ -136,7 +136,7 @@ func runFirstboot(ctx context.Context, o runOptions) error {
 	if o.mode == "kind" {
 		steps = kindSteps(n)
 	}
-	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: steps, Progress: progress}
+	r := &pipeline.Runner{Dir: p.State, LockFile: p.lock(), Steps: steps, Observer: progress}
 	start := time.Now()
 	if err := r.Run(ctx); err != nil {
 		return err

@@ -39,7 +39,7 @@ func TestKubeadmSecretsStayOutOfStateConsoleAndJournal(t *testing.T) {
 	step := pipeline.Step{Name: "kubeadm-init", Run: func(ctx context.Context, pc *pipeline.Context) error {
 		return runKubeadm(ctx, n, "init", "--config=/dev/null")
 	}}
-	r := &pipeline.Runner{Dir: p.State, Steps: []pipeline.Step{step}, Progress: console}
+	r := &pipeline.Runner{Dir: p.State, Steps: []pipeline.Step{step}, Observer: console}
 	err := r.Run(ctx)
 	if err == nil {
 		t.Fatal("the run did not fail")

@@ -17,13 +17,13 @@ import (
 // bootsticktest tag has it; a release build has no test hook.
 const testPauseEnv = "BOOTSTICK_TEST_PAUSE_STEP"
 
-func testHook(ctx context.Context) pipeline.Progress {
+func testHook(ctx context.Context) pipeline.Observer {
 	name := os.Getenv(testPauseEnv)
 	if name == "" {
 		return nil
 	}
 	log := logctx.From(ctx)
-	return pipeline.ProgressFunc(func(ev pipeline.Event) {
+	return pipeline.ObserverFunc(func(ev pipeline.Event) {
 		if ev.Step == name && ev.Phase == pipeline.PhaseStarted {
 			log.Warn("pausing for a test", "step", name, "env", testPauseEnv)
 			select {

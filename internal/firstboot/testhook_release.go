@@ -10,4 +10,4 @@ import (
 
 // testHook is nil in a release build: test hooks are compiled in only with
 // the bootsticktest tag (see testhook.go).
-func testHook(context.Context) pipeline.Progress { return nil }
+func testHook(context.Context) pipeline.Observer { return nil }

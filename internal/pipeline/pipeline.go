@@ -36,7 +36,7 @@ type Step struct {
 // Context is what a step gets besides the context.Context, whose logger
 // (logctx.From) names the step.
 type Context struct {
-	Progress Progress
+	Observer Observer
 	// Index and Total place the current step (1-based) in the run.
 	Index, Total int
 	// Record is the current step's record as loaded (Attempts counts this
@@ -63,19 +63,19 @@ type Event struct {
 	Err          error         // for failed
 }
 
-// Progress receives the runner's events: STATUS lines, the console, a test.
-type Progress interface {
+// Observer receives the runner's events: STATUS lines, the console, a test.
+type Observer interface {
 	Update(Event)
 }
 
-// ProgressFunc adapts a function to Progress.
-type ProgressFunc func(Event)
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
 
-func (f ProgressFunc) Update(e Event) { f(e) }
+func (f ObserverFunc) Update(e Event) { f(e) }
 
-// Multi fans events out to several Progress values; nil entries are ignored.
-func Multi(ps ...Progress) Progress {
-	return ProgressFunc(func(e Event) {
+// Multi fans events out to several Observers; nil entries are ignored.
+func Multi(ps ...Observer) Observer {
+	return ObserverFunc(func(e Event) {
 		for _, p := range ps {
 			if p != nil {
 				p.Update(e)
@@ -93,7 +93,7 @@ type Runner struct {
 	// step may mount over (the data disk) needs a lock elsewhere.
 	LockFile string
 	Steps    []Step
-	Progress Progress // may be nil
+	Observer Observer // may be nil
 	Now      func() time.Time
 }
 
@@ -121,9 +121,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if now == nil {
 		now = time.Now
 	}
-	progress := r.Progress
+	progress := r.Observer
 	if progress == nil {
-		progress = ProgressFunc(func(Event) {})
+		progress = ObserverFunc(func(Event) {})
 	}
 	if err := checkNames(r.Steps); err != nil {
 		return err
@@ -165,7 +165,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		rec := st.Step(name)
 		// Done sees the record as loaded, so it can tell a step recorded
 		// done (be sure before redoing it) from one never finished.
-		pc := &Context{Progress: progress, Index: i + 1, Total: n, Record: *rec}
+		pc := &Context{Observer: progress, Index: i + 1, Total: n, Record: *rec}
 		ctx := logctx.With(ctx, log.With("step", name))
 		hasDone := step.Done != nil
 
@@ -245,7 +245,7 @@ func (r *Runner) fail(ctx context.Context, statePath string, st *State, rec *Ste
 		logctx.From(ctx).Error("recording the failure", "err", serr)
 	}
 	logctx.From(ctx).Error(fmt.Sprintf("step %s (%d/%d): failed after %s", rec.Name, pc.Index, pc.Total, round(rec.Duration)), "err", err)
-	pc.Progress.Update(Event{Step: rec.Name, Index: pc.Index, Total: pc.Total, Phase: PhaseFailed, Duration: rec.Duration, Err: err})
+	pc.Observer.Update(Event{Step: rec.Name, Index: pc.Index, Total: pc.Total, Phase: PhaseFailed, Duration: rec.Duration, Err: err})
 	return &StepError{Step: rec.Name, Err: err}
 }
 

@@ -120,7 +120,7 @@ func TestRunner(t *testing.T) {
 			var logs bytes.Buffer
 			var events []Event
 			r := &Runner{Dir: dir, Steps: steps(tt.steps...),
-				Progress: ProgressFunc(func(e Event) { events = append(events, e) })}
+				Observer: ObserverFunc(func(e Event) { events = append(events, e) })}
 			err := r.Run(logctx.With(context.Background(), slog.New(slog.NewTextHandler(&logs, nil))))
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("Run: %v", err)
