@@ -208,7 +208,7 @@ func TestBadBundles(t *testing.T) {
 		{"duplicate image", good + "images: [{ref: 'h.invalid/app:1'}, {ref: 'h.invalid/app:1'}]\n", "images[1].ref: Duplicate"},
 		{"bad deb", good + "packages: {debs: [Bad_Name]}\n", "packages.debs[0]: Invalid"},
 		{"bad level", good + "os: {compressionLevel: 40}\n", "os.compressionLevel: Invalid"},
-		{"wrong type", good + "os: {packages: 3}\n", "cannot unmarshal"},
+		{"wrong type", good + "os: {packages: 3}\n", "line 5: os.packages: must be a list, not a single value"},
 		{"wrong kind", "apiVersion: bootstick.dev/v1alpha1\nkind: Site\n", "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

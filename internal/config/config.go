@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -75,6 +76,12 @@ func Decode(file string, data []byte, kind string, v any) (*Document, error) {
 		return nil, err
 	}
 
+	// Every type problem at once, each with its line and field path; the
+	// strict decoder's own message (Go types, quoted values) is the last
+	// resort.
+	if probs := checkTypes(&root, reflect.TypeOf(v).Elem()); len(probs) > 0 {
+		return nil, &ProblemsError{File: file, Problems: probs}
+	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(v); err != nil {
@@ -86,12 +93,16 @@ func Decode(file string, data []byte, kind string, v any) (*Document, error) {
 var (
 	unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
 	lineN        = regexp.MustCompile(`line (\d+): `)
+	quoted       = regexp.MustCompile("`[^`]*`|'[^']*'")
 )
 
 // cleanYAMLError rewrites yaml.v3's messages, which name Go types, into
 // ones a user can act on.
 func cleanYAMLError(msg string) string {
 	msg = strings.TrimPrefix(msg, "yaml: ")
+	// yaml quotes the text it stumbled on (an anchor's name, a value in
+	// backticks): that text may be a password, so it never shows.
+	msg = quoted.ReplaceAllString(msg, "…")
 	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
 	msg = unknownField.ReplaceAllString(msg, `line $1: unknown field "$2": remove it or check its spelling`)
 	msg = lineN.ReplaceAllString(msg, "line $1: ")

@@ -42,11 +42,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"wrong kind", "apiVersion: bootstick.dev/v1alpha1\nkind: Other\n", `f.yaml: 1 problem:
   line 2: kind: Invalid value: "Other": must be Thing`},
 		{"wrong version", "apiVersion: v2\nkind: Thing\n", `line 1: apiVersion: Invalid value: "v2": must be bootstick.dev/v1alpha1`},
-		{"unknown field", good + "colour: red\n", `f.yaml: line 11: unknown field "colour": remove it or check its spelling`},
-		{"nested unknown", strings.Replace(good, "  bmc:\n    address: ipmi://x", "  bmc:\n    adress: ipmi://x", 1), `line 7: unknown field "adress"`},
+		{"unknown field", good + "colour: red\n", `line 11: colour: unknown field "colour": remove it or check its spelling`},
+		{"nested unknown", strings.Replace(good, "  bmc:\n    address: ipmi://x", "  bmc:\n    adress: ipmi://x", 1), `line 7: hosts[0].bmc.adress: unknown field "adress": remove it or check its spelling (did you mean address?)`},
 		{"duplicate key", good + "name: b\n", `line 11: mapping key "name" already defined at line 3`},
 		{"two documents", good + "---\napiVersion: x\n", "f.yaml:11: a second YAML document"},
-		{"wrong type", strings.Replace(good, "tags:", "", 1) + "tags: 3\n", "line 11: cannot unmarshal !!int `3` into []string"},
+		{"wrong type", strings.Replace(good, "tags:", "", 1) + "tags: 3\n", "line 11: tags: must be a list, not a single value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v thing

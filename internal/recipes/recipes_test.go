@@ -63,7 +63,7 @@ func TestBadRecipes(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to, want string
 	}{
-		{"unknown field", "kind: Recipes\n", "kind: Recipes\nextra: 1\n", `line 3: unknown field "extra"`},
+		{"unknown field", "kind: Recipes\n", "kind: Recipes\nextra: 1\n", `line 3: extra: unknown field "extra"`},
 		{"bad version", "version: v1.34.4", "version: 1.34.4", `line 6: binaries[0].version: Invalid value: "1.34.4": want a module version such as v1.2.3`},
 		{"bad module", "module: k8s.io/kubernetes", "module: not a module", `binaries[0].module: Invalid value: "not a module"`},
 		{"module and local", "  module: k8s.io/kubernetes\n", "  module: k8s.io/kubernetes\n  local: ./pause\n", "binaries[0].local: Forbidden: give module or local, not both"},

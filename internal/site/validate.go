@@ -46,6 +46,10 @@ func (s *Site) validate(opts Options) field.ErrorList {
 	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap)...)
 	for i, k := range s.SSHAuthorizedKeys {
 		p := field.NewPath("sshAuthorizedKeys").Index(i)
+		if strings.TrimSpace(k) == "" {
+			errs = append(errs, field.Required(p, "an empty entry: fill it in or remove it"))
+			continue
+		}
 		if strings.Contains(k, "PRIVATE KEY") {
 			errs = append(errs, field.Invalid(p, field.OmitValueType{}, "this is a private key: remove it from the file and give its public half (the .pub file)"))
 			continue
@@ -71,11 +75,18 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, serr...)
 	errs = append(errs, eerr...)
 	if prefix.IsValid() {
-		if start.IsValid() && !prefix.Contains(start) {
-			errs = append(errs, field.Invalid(rp.Child("start"), prov.DHCPRange.Start, "not inside the provisioning subnet "+prefix.Masked().String()))
-		}
-		if end.IsValid() && !prefix.Contains(end) {
-			errs = append(errs, field.Invalid(rp.Child("end"), prov.DHCPRange.End, "not inside the provisioning subnet "+prefix.Masked().String()))
+		for _, e := range []struct {
+			path  *field.Path
+			value string
+			addr  netip.Addr
+		}{{rp.Child("start"), prov.DHCPRange.Start, start}, {rp.Child("end"), prov.DHCPRange.End, end}} {
+			switch {
+			case !e.addr.IsValid():
+			case !prefix.Contains(e.addr):
+				errs = append(errs, field.Invalid(e.path, e.value, "not inside the provisioning subnet "+prefix.Masked().String()))
+			case reservedIn(prefix, e.addr) != "":
+				errs = append(errs, field.Invalid(e.path, e.value, "is the subnet's "+reservedIn(prefix, e.addr)+" address, which no host can have: move the range inside"))
+			}
 		}
 	}
 	if start.IsValid() && end.IsValid() && start.BitLen() == end.BitLen() {
@@ -98,8 +109,14 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 		if ext.Gateway != "" {
 			gw, gerrs := parseAddr(ep.Child("gateway"), ext.Gateway)
 			errs = append(errs, gerrs...)
-			if gw.IsValid() && eprefix.IsValid() && !eprefix.Contains(gw) {
+			switch {
+			case !gw.IsValid() || !eprefix.IsValid():
+			case !eprefix.Contains(gw):
 				errs = append(errs, field.Invalid(ep.Child("gateway"), ext.Gateway, "not inside the external subnet "+eprefix.Masked().String()))
+			case gw == eprefix.Addr():
+				errs = append(errs, field.Invalid(ep.Child("gateway"), ext.Gateway, "is this machine's own external address: give the router's"))
+			case reservedIn(eprefix, gw) != "":
+				errs = append(errs, field.Invalid(ep.Child("gateway"), ext.Gateway, "is the subnet's "+reservedIn(eprefix, gw)+" address: give the router's"))
 			}
 		}
 		if eprefix.IsValid() && prefix.IsValid() && eprefix.Masked().Overlaps(prefix.Masked()) {
@@ -115,6 +132,10 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(dp, b.DataDisk, "must be a device path under /dev/"))
 	}
 	for i, n := range b.NTP {
+		if n == "" {
+			errs = append(errs, field.Required(p.Child("ntp").Index(i), "an empty entry: fill it in or remove it"))
+			continue
+		}
 		if _, err := netip.ParseAddr(n); err == nil {
 			continue
 		}
@@ -123,6 +144,10 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 		}
 	}
 	for i, n := range b.DNS {
+		if n == "" {
+			errs = append(errs, field.Required(p.Child("dns").Index(i), "an empty entry: fill it in or remove it"))
+			continue
+		}
 		if _, err := netip.ParseAddr(n); err != nil {
 			errs = append(errs, field.Invalid(p.Child("dns").Index(i), n, "not an IP address"))
 		}
@@ -161,6 +186,21 @@ func hostPrefix(p *field.Path, s string) (netip.Prefix, field.ErrorList) {
 	return pr, nil
 }
 
+// reservedIn names what a reserved address of an IPv4 subnet is
+// ("network", "broadcast"), or "" for an address a host can have.
+func reservedIn(pr netip.Prefix, a netip.Addr) string {
+	if !a.Is4() || pr.Bits() >= 31 {
+		return ""
+	}
+	switch a {
+	case pr.Masked().Addr():
+		return "network"
+	case lastAddr(pr):
+		return "broadcast"
+	}
+	return ""
+}
+
 func lastAddr(pr netip.Prefix) netip.Addr {
 	b := pr.Masked().Addr().AsSlice()
 	for i := pr.Bits(); i < len(b)*8; i++ {
@@ -189,6 +229,8 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 	}
 	names := map[string]bool{}
 	macs := map[string]bool{}
+	bmcs := map[string]string{} // endpoint -> the host that has it
+	own := s.Bootstrap.ownAddresses()
 	masters := 0
 	var bundled map[string]bool
 	if opts.BundledImages != nil {
@@ -223,6 +265,17 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 		}
 
 		errs = append(errs, validateBMC(hp.Child("bmc"), &h.BMC)...)
+		if ep, host := bmcEndpoint(h.BMC.Address); ep != "" {
+			ap := hp.Child("bmc", "address")
+			switch {
+			case own[host]:
+				errs = append(errs, field.Invalid(ap, RedactUserinfo(h.BMC.Address), "is the bootstrap machine's own address, not a host's BMC"))
+			case bmcs[ep] != "":
+				errs = append(errs, field.Invalid(ap, RedactUserinfo(h.BMC.Address), "is host "+bmcs[ep]+"'s BMC too: one BMC endpoint drives one host (a Redfish BMC of several systems takes a system path each)"))
+			default:
+				bmcs[ep] = h.Name
+			}
+		}
 
 		mp := hp.Child("bootMACAddress")
 		if h.BootMACAddress == "" {
@@ -324,9 +377,51 @@ func validateBMC(p *field.Path, b *BMC) field.ErrorList {
 	return errs
 }
 
+// bmcEndpoint is what a BMC address reaches: the host, the port (IPMI's
+// 623 when none is given) and, for Redfish and the like, the system path;
+// "" when the address does not parse. host is the address's host.
+func bmcEndpoint(addr string) (endpoint, host string) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Hostname() == "" {
+		return "", ""
+	}
+	host = strings.ToLower(u.Hostname())
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	scheme, _, _ := strings.Cut(u.Scheme, "+")
+	port := u.Port()
+	if port == "" && scheme == "ipmi" {
+		port = "623"
+	}
+	path := strings.TrimRight(u.Path, "/")
+	if scheme == "ipmi" {
+		path = ""
+	}
+	return host + ":" + port + path, host
+}
+
+// ownAddresses are the bootstrap machine's own addresses.
+func (b Bootstrap) ownAddresses() map[string]bool {
+	out := map[string]bool{}
+	for _, a := range []string{b.Provisioning.Address, externalAddress(b.External)} {
+		if pr, err := netip.ParsePrefix(a); err == nil {
+			out[pr.Addr().Unmap().String()] = true
+		}
+	}
+	return out
+}
+
+func externalAddress(e *ExternalNetwork) string {
+	if e == nil {
+		return ""
+	}
+	return e.Address
+}
+
 // validateBMCAddress never echoes user info: a password may hide there.
 func validateBMCAddress(p *field.Path, addr string) field.ErrorList {
-	shown := redactUserinfo(addr)
+	shown := RedactUserinfo(addr)
 	u, err := url.Parse(addr)
 	if err != nil {
 		return field.ErrorList{field.Invalid(p, shown, "not a URL")}
@@ -365,17 +460,17 @@ func validateBMCAddress(p *field.Path, addr string) field.ErrorList {
 	return errs
 }
 
-func redactUserinfo(addr string) string {
+// RedactUserinfo replaces anything in a BMC address that may be a user or a
+// password (everything between "://" and the last '@') with REDACTED.
+func RedactUserinfo(addr string) string {
 	rest := addr
 	prefix := ""
 	if i := strings.Index(addr, "://"); i >= 0 {
 		prefix, rest = addr[:i+3], addr[i+3:]
 	}
-	authority := rest
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		authority = rest[:j]
-	}
-	if k := strings.LastIndex(authority, "@"); k >= 0 {
+	// An operator may type a password with '/', '?' or '#' in it unescaped:
+	// everything up to the last '@' may be user information.
+	if k := strings.LastIndex(rest, "@"); k >= 0 {
 		return prefix + "REDACTED@" + rest[k+1:]
 	}
 	return addr
@@ -405,7 +500,7 @@ func validateImage(p *field.Path, im *Image, bundled map[string]bool) field.Erro
 	default:
 		u, err := url.Parse(im.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, field.Invalid(p.Child("url"), redactUserinfo(im.URL), "must be an http:// or https:// URL"))
+			errs = append(errs, field.Invalid(p.Child("url"), RedactUserinfo(im.URL), "must be an http:// or https:// URL"))
 		}
 		cp := p.Child("checksum")
 		switch {
@@ -479,6 +574,8 @@ func (c *Cluster) validate(p *field.Path, b Bootstrap) field.ErrorList {
 	for i, pl := range c.KUDPlugins {
 		pp := p.Child("kudPlugins").Index(i)
 		switch {
+		case pl == "":
+			errs = append(errs, field.Required(pp, "an empty entry: fill it in or remove it"))
 		case len(validation.IsDNS1123Label(pl)) > 0:
 			errs = append(errs, field.Invalid(pp, pl, "not a plugin name (a DNS label such as emco)"))
 		case seen[pl]:

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -91,19 +90,9 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
 	hosts := make([]Host, 0, len(s.Hosts))
 	for _, h := range s.Hosts {
-		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: safeURL(h.BMC.Address), MAC: h.BootMACAddress})
+		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: site.RedactUserinfo(h.BMC.Address), MAC: h.BootMACAddress})
 	}
 	return hosts, nil
-}
-
-// safeURL drops user information from a BMC address.
-func safeURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = nil
-	return u.String()
 }
 
 // Watch polls the BareMetalHosts until each has a provisioning state or
