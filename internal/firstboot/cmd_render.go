@@ -50,6 +50,14 @@ func init() {
 					logctx.From(ctx).Warn("no --ssh-key-dir: the objects carry a throwaway SSH key")
 					key = k
 				}
+				if images == nil {
+					for _, h := range s.Hosts {
+						if h.Image.Bundled != "" {
+							logctx.From(ctx).Warn("no --bundle: a bundled image is rendered by name (NAME.qcow2, its digest read at boot from NAME.qcow2.sha256sum); give --bundle for the exact file and digest the stick applies",
+								"host", h.Name, "image", h.Image.Bundled)
+						}
+					}
+				}
 				objs, err := render.Render(s, render.Options{SSHKey: key, Images: images, ImageBaseURL: *imageURL})
 				if err != nil {
 					return err

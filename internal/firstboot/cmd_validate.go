@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+
 	"github.com/bootstick/bootstick/internal/config"
 
 	flag "github.com/spf13/pflag"
@@ -58,6 +61,18 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 	s, err := site.Load(f.site, opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	// What validates must also pass the baremetal-operator's webhook.
+	key, err := sshkeys.Generate(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key, Images: opts.BundledImages})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", f.site, err)
+	}
+	if err := render.CheckWebhook(objs); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", f.site, err)
 	}
 	return s, opts.BundledImages, nil
 }

@@ -102,6 +102,16 @@ func TestValidateAndRenderExample(t *testing.T) {
 	if code != 0 || strings.Count(out, "kind: BareMetalHost") != 3 || strings.Count(out, "kind: Provisioning") != 1 {
 		t.Fatalf("render: code %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
+	// The README's own commands, exactly as it shows them (no --bundle).
+	for _, cmd := range [][]string{{"validate", "--site", "../../examples/site.yaml"}, {"render", "--site", "../../examples/site.yaml"}} {
+		code, out, errs = runCLI(t, cmd...)
+		if code != 0 {
+			t.Errorf("firstboot %v: code %d\nstdout:\n%s\nstderr:\n%s", cmd, code, out, errs)
+		}
+	}
+	if !strings.Contains(out, "url: http://172.22.0.1:6180/images/ubuntu-22.04.qcow2") || !strings.Contains(errs, "no --bundle") {
+		t.Errorf("render without --bundle does not render the bundled image by name, or does not say so:\n%s\n%s", out, errs)
+	}
 	// Usage errors exit 2.
 	if code, _, _ := runCLI(t, "render"); code != 2 {
 		t.Fatalf("render without --site: exit code %d, want 2", code)

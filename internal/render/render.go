@@ -142,7 +142,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 			networkData = &corev1.SecretReference{Name: NetworkDataSecretName(h.Name), Namespace: Namespace}
 		}
 
-		image, err := hostImage(h, images, base)
+		image, err := hostImage(h, images, opts.Images == nil, base)
 		if err != nil {
 			return nil, err
 		}
@@ -215,10 +215,17 @@ func objectMeta(name string, s *site.Site, host string, role site.Role) metav1.O
 	return m
 }
 
-func hostImage(h site.Host, images map[string]site.BundledImage, base string) (*metal3.Image, error) {
+func hostImage(h site.Host, images map[string]site.BundledImage, noBundle bool, base string) (*metal3.Image, error) {
 	im := h.Image
 	if im.Bundled != "" {
 		b, ok := images[im.Bundled]
+		if !ok && noBundle {
+			// No bundle known (render without --bundle): the image as the
+			// stick serves it, its checksum read from the sha256sum file
+			// the stick serves beside it.
+			return &metal3.Image{URL: base + im.Bundled + ".qcow2", Checksum: base + im.Bundled + ".qcow2.sha256sum",
+				ChecksumType: metal3.SHA256, DiskFormat: ptr("qcow2")}, nil
+		}
 		if !ok {
 			return nil, fmt.Errorf("rendering host %s: image %q is not in the bundle: give --bundle", h.Name, im.Bundled)
 		}
@@ -250,3 +257,5 @@ func cloudConfig(hostname string, keys []string) ([]byte, error) {
 	}
 	return append([]byte("#cloud-config\n"), body...), nil
 }
+
+func ptr[T any](v T) *T { return &v }

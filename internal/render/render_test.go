@@ -149,3 +149,52 @@ func TestRedactedOutputHasNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// The rule: a site that validates passes the baremetal-operator's own
+// admission check, for every site in examples/, the golden sites and
+// generated sites of every size.
+func TestValidSitesPassBMOWebhook(t *testing.T) {
+	key := testKey(t)
+	sites := map[string][]byte{}
+	for _, f := range []string{"../../examples/site.yaml", "../site/testdata/good.yaml", "testdata/site3.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sites[f] = b
+	}
+	for _, n := range []int{1, 2, 3, 10, 100} {
+		sites[fmt.Sprintf("generated-%d", n)] = []byte(siteYAML("gen", "g", n, n))
+	}
+	for name, data := range sites {
+		path := name
+		if !strings.HasSuffix(name, ".yaml") {
+			path = "gen/site.yaml"
+		}
+		s, err := site.Parse(path, data, site.Options{BundledImages: testImages})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		objs, err := Render(s, Options{SSHKey: key, Images: testImages})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := CheckWebhook(objs); err != nil {
+			t.Errorf("%s validates, but: %v", name, err)
+		}
+	}
+}
+
+// CheckWebhook does refuse what the baremetal-operator refuses.
+func TestCheckWebhookRefuses(t *testing.T) {
+	objs := renderSite3(t)
+	for _, o := range objs {
+		if bmh, ok := o.(*metal3.BareMetalHost); ok {
+			bmh.Spec.BMC.Address = "nosuchscheme://10.0.0.1"
+			break
+		}
+	}
+	if err := CheckWebhook(objs); err == nil || !strings.Contains(err.Error(), "would refuse") {
+		t.Errorf("CheckWebhook of a host with an unknown BMC scheme = %v", err)
+	}
+}

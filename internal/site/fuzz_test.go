@@ -13,7 +13,7 @@ import (
 )
 
 // FuzzLoad feeds the loader arbitrary bytes: it must never panic, and a
-// site it accepts must render.
+// site it accepts must render and pass the baremetal-operator's webhook.
 func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/bad/*.yaml")
 	seeds = append(seeds, "testdata/good.yaml", "../../examples/site.yaml")
@@ -37,8 +37,12 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if _, err := render.Render(s, render.Options{SSHKey: key, Images: images}); err != nil {
+		objs, err := render.Render(s, render.Options{SSHKey: key, Images: images})
+		if err != nil {
 			t.Fatalf("a valid site does not render: %v", err)
+		}
+		if err := render.CheckWebhook(objs); err != nil {
+			t.Fatalf("a valid site would be refused by the baremetal-operator: %v", err)
 		}
 	})
 }

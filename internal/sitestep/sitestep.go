@@ -84,6 +84,9 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := render.CheckWebhook(objs); err != nil {
+		return nil, fmt.Errorf("site %s: %w", o.Site, err)
+	}
 	if err := c.ApplyObjects(ctx, objs); err != nil {
 		return nil, fmt.Errorf("applying the site's objects: %w", err)
 	}
