@@ -90,7 +90,7 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 			return st, err
 		}
 		src := o.Bundle.Path(m.Path)
-		if err := copyChecked(src, filepath.Join(o.Dir, m.PayloadPath()), m.SHA256); err != nil {
+		if err := copyChecked(src, filepath.Join(o.Dir, m.PayloadPath()), m.SHA256, 0o644); err != nil {
 			return st, fmt.Errorf("manifest %s: %w", m.Name, err)
 		}
 		st.add(m.Size)
@@ -131,11 +131,13 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 		}
 	}
 	if o.Site != "" {
+		// The site's files may hold BMC passwords: only root reads them
+		// on the stick (Rock Ridge keeps the modes).
 		siteDir := filepath.Join(o.Dir, "site")
-		if err := os.Mkdir(siteDir, 0o755); err != nil {
+		if err := os.Mkdir(siteDir, 0o700); err != nil {
 			return st, fmt.Errorf("staging the site: %w", err)
 		}
-		if err := copyChecked(o.Site, filepath.Join(siteDir, "site.yaml"), ""); err != nil {
+		if err := copyChecked(o.Site, filepath.Join(siteDir, "site.yaml"), "", 0o600); err != nil {
 			return st, fmt.Errorf("staging the site: %w", err)
 		}
 		for _, rel := range o.SiteFiles {
@@ -144,10 +146,10 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 				return st, fmt.Errorf("staging the site: %s is outside the site's folder; keep credentials files beside the site file", rel)
 			}
 			dst := filepath.Join(siteDir, clean)
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 				return st, fmt.Errorf("staging the site: %w", err)
 			}
-			if err := copyChecked(filepath.Join(filepath.Dir(o.Site), clean), dst, ""); err != nil {
+			if err := copyChecked(filepath.Join(filepath.Dir(o.Site), clean), dst, "", 0o600); err != nil {
 				return st, fmt.Errorf("staging the site: %w", err)
 			}
 		}
@@ -166,15 +168,15 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// copyChecked copies src to dst (mode 0644), failing when want is given
+// copyChecked copies src to dst (with mode), failing when want is given
 // and the content differs.
-func copyChecked(src, dst string, want cas.Digest) error {
+func copyChecked(src, dst string, want cas.Digest, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}

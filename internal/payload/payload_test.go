@@ -66,6 +66,12 @@ func TestStage(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// The site's files may hold passwords: only root reads them.
+	for p, want := range map[string]os.FileMode{"site": 0o700, "site/site.yaml": 0o600, "site/secrets": 0o700, "site/secrets/w.yaml": 0o600} {
+		if fi, err := os.Stat(filepath.Join(out, p)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, want)
+		}
+	}
 	// The firstboot registry serves the layout, and finds nothing corrupt.
 	srv, err := registry.Open(filepath.Join(out, "registry"), registry.Options{})
 	if err != nil {

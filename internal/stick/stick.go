@@ -259,7 +259,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if o.Site != "" {
 		if err := step("site", func() error {
 			var err error
-			st, siteFiles, err = loadSite(o.Site, o.AgeIdentity, siteImages)
+			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, siteImages)
 			return err
 		}); err != nil {
 			return nil, err
@@ -485,7 +485,7 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 	return nil
 }
 
-func loadSite(path, identity string, images []site.BundledImage) (*site.Site, []string, error) {
+func loadSite(ctx context.Context, path, identity string, images []site.BundledImage) (*site.Site, []string, error) {
 	opts := site.Options{BundledImages: images}
 	if identity != "" {
 		ids, err := site.LoadIdentities(identity)
@@ -500,8 +500,17 @@ func loadSite(path, identity string, images []site.BundledImage) (*site.Site, []
 	}
 	var files []string
 	for _, h := range s.Hosts {
-		if f := h.BMC.Credentials.File; f != "" {
-			files = append(files, f)
+		c := h.BMC.Credentials
+		if c.File != "" {
+			files = append(files, c.File)
+		}
+		if c.EncryptedPassword == "" {
+			in := path
+			if c.File != "" {
+				in = c.File
+			}
+			logctx.From(ctx).Warn("the stick will carry a BMC password in clear text (only root can read it there, but anyone holding the stick can): encrypt it with age (encryptedPassword)",
+				"host", h.Name, "file", in)
 		}
 	}
 	sort.Strings(files)
