@@ -54,57 +54,76 @@ func rebootScenario(t *testing.T, ctx context.Context, s *Stick, run *Run, m1 *M
 // TestPowerCutDuringKubeadmInit is scenario 3: the plug is pulled while
 // kubeadm init runs (its state is "running" and the static pod manifests
 // are written). The next power-on resumes kubeadm-init and finishes.
+// cutMoments are the moments of kubeadm init the power is cut at, each a
+// shell test run in the guest while the kubeadm-init step is running:
+// during the certificates (the CA written, no static pod yet), once the
+// control plane's static pods are written, and once the API server answers
+// (kubeadm's last phases: upload-config, bootstrap token, addons).
+var cutMoments = []struct{ name, test string }{
+	{"certificates", "test -e /etc/kubernetes/pki/ca.crt && ! test -e /etc/kubernetes/manifests/kube-apiserver.yaml"},
+	{"static-pods", "test -e /etc/kubernetes/manifests/kube-apiserver.yaml && ! test -e /etc/kubernetes/admin.conf"},
+	{"api-answers", "test -e /etc/kubernetes/admin.conf && curl -sk --max-time 2 https://127.0.0.1:6443/readyz | grep -qx ok"},
+}
+
+// TestPowerCutDuringKubeadmInit is scenario 3, once per moment: the power
+// is cut while kubeadm init runs, and the next boot finishes the first
+// boot with every pod ready.
 func TestPowerCutDuringKubeadmInit(t *testing.T) {
+	for _, moment := range cutMoments {
+		t.Run(moment.name, func(t *testing.T) { powerCutAt(t, moment.name, moment.test) })
+	}
+}
+
+func powerCutAt(t *testing.T, moment, test string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	defer cancel()
 	s := stickFor(t, ctx)
-	run := NewRun(t, "powercut")
+	run := NewRun(t, "powercut-"+moment)
 	m1 := run.Boot(ctx, s, ColdMode, "boot1")
 
 	started := regexp.MustCompile(`step containerd \(\d+/\d+\): (done in|already)`)
 	if _, err := m1.WaitConsole(ctx, started, bootBudget+firstbootBudget/2); err != nil {
-		t.Fatalf("scenario 3: waiting for kubeadm-init to start: %v", err)
+		t.Fatalf("scenario 3 (%s): waiting for kubeadm-init to start: %v", moment, err)
 	}
 	if _, err := m1.Connect(ctx, sshBudget); err != nil {
-		t.Fatalf("scenario 3: %v", err)
+		t.Fatalf("scenario 3 (%s): %v", moment, err)
 	}
-	// Cut when kubeadm is inside init: the step is running and kubeadm has
-	// written the control plane's static pods.
+	// Cut at the moment, while the step is still running.
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
-		out, _ := m1.Run(ctx, "test -e /etc/kubernetes/manifests/kube-apiserver.yaml && echo written")
+		out, _ := m1.Run(ctx, test+" && echo now")
 		rep, err := m1.Status(ctx)
 		if err == nil {
 			state := stepState(rep.Steps, "kubeadm-init")
 			if state == "done" {
-				t.Fatalf("scenario 3: kubeadm-init finished before the harness could cut the power")
+				t.Fatalf("scenario 3 (%s): kubeadm-init finished before the harness could cut the power", moment)
 			}
-			if out == "written\n" && state == "running" {
+			if out == "now\n" && state == "running" {
 				break
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("scenario 3: kubeadm init did not reach its static pods in 15 minutes")
+			t.Fatalf("scenario 3 (%s): kubeadm init did not reach the moment in 15 minutes", moment)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second) // polling a guest over SSH: nothing to wait on
 	}
 	cutAt := m1.Since()
 	m1.PowerCut()
-	t.Logf("scenario 3: power cut %.1fs after power-on, during kubeadm init", cutAt.Seconds())
+	t.Logf("scenario 3 (%s): power cut %.1fs after power-on, during kubeadm init", moment, cutAt.Seconds())
 
 	m2 := run.Boot(ctx, s, ColdMode, "boot2")
 	done, err := m2.WaitFirstboot(ctx, bootBudget+firstbootBudget)
 	if err != nil {
-		t.Fatalf("scenario 3 (after the power cut): %v", err)
+		t.Fatalf("scenario 3 (%s, after the power cut): %v", moment, err)
 	}
-	run.Report(ctx, m2, fmt.Sprintf("scenario 3, the boot after a power cut during kubeadm init (%s)", ColdMode), done)
+	run.Report(ctx, m2, fmt.Sprintf("scenario 3, the boot after a power cut during kubeadm init (%s, %s)", moment, ColdMode), done)
 	if _, ok := m2.Console.First(regexp.MustCompile(`step kubeadm-init \(\d+/\d+\): interrupted in an earlier run`)); !ok {
-		t.Errorf("scenario 3: firstboot did not report kubeadm-init as interrupted by the power cut")
+		t.Errorf("scenario 3 (%s): firstboot did not report kubeadm-init as interrupted by the power cut", moment)
 	}
 	_, errs, took := m2.CheckSettled(ctx, s.Site, settleBudget)
-	t.Logf("scenario 3: every pod ready %.0fs after firstboot finished", took.Seconds())
+	t.Logf("scenario 3 (%s): every pod ready %.0fs after firstboot finished", moment, took.Seconds())
 	for _, err := range errs {
-		t.Errorf("scenario 3: %v", err)
+		t.Errorf("scenario 3 (%s): %v", moment, err)
 	}
 }
 
