@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/pipeline"
+
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/kindcluster"
 	"github.com/bootstick/bootstick/internal/registry"
@@ -39,6 +41,10 @@ type node struct {
 	// engine is the container engine, in kind mode.
 	engine    kindcluster.Engine
 	engineErr error
+
+	// interrupted is the step an earlier run was inside when it stopped
+	// (killed, or the power cut), as the state file says; "" if none.
+	interrupted string
 }
 
 // bundleInfo is the bundle's folder and its OCI layout's contents.
@@ -54,6 +60,13 @@ type bundleInfo struct {
 // site and, in kind mode, the container engine.
 func discover(ctx context.Context, o runOptions, p paths, services supervise.Manager) *node {
 	n := &node{opts: o, paths: p, services: services, kubeconfig: adminConf}
+	if st, err := pipeline.LoadState(pipeline.StatePath(p.State)); err == nil {
+		for _, r := range st.Steps {
+			if r.State == pipeline.StateRunning {
+				n.interrupted = r.Name
+			}
+		}
+	}
 	if o.mode == "kind" {
 		n.kubeconfig = p.kindKubeconfig()
 		n.engine, n.engineErr = kindcluster.Detect(ctx)
