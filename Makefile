@@ -61,7 +61,7 @@ bench: toolchain
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./... | tee $(OUT)/bench.txt
 
 e2e: toolchain
-	$(GOTEST) -tags e2e -timeout 150m ./qemu-test/...
+	$(GOTEST) -tags e2e -timeout 240m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the
 # pinned controller-gen; a test fails when they are stale.
