@@ -91,13 +91,14 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 		out = append(out, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
 	}
 	c := &status.Cluster{PodsNotReady: []string{}}
-	kc, err := kube.Load(kubeconfig)
+	cfg, err := kube.ReadConfig(kubeconfig)
 	if err != nil {
 		c.Error = err.Error()
 		return c, out
 	}
-	kc.Config.Timeout = 4 * time.Second
-	if kc, err = kube.New(kc.Config); err != nil {
+	cfg.Timeout = 4 * time.Second
+	kc, err := kube.New(cfg)
+	if err != nil {
 		c.Error = err.Error()
 		return c, out
 	}

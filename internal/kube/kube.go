@@ -29,11 +29,21 @@ type Client struct {
 
 // Load reads a kubeconfig file and connects to its cluster.
 func Load(kubeconfig string) (*Client, error) {
+	cfg, err := ReadConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// ReadConfig reads a kubeconfig file, for a caller that adjusts it (a
+// timeout, say) before New.
+func ReadConfig(kubeconfig string) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
 	}
-	return New(cfg)
+	return cfg, nil
 }
 
 // New connects to the cluster cfg names. Nothing is sent yet.
