@@ -4,16 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"io/fs"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
 
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,14 +28,15 @@ import (
 	"github.com/bootstick/bootstick/manifests"
 )
 
-var update = flag.Bool("update", false, "rewrite 30-bpa.yaml's image digest with the toolchain's")
-
-// deployFiles are the workloads: every image they name is pinned by digest.
+// deployFiles are the workloads. They name their images by tag; mkusb
+// pins each to the digest in bundle.lock when it builds a stick.
 var deployFiles = []string{"30-bpa.yaml", "31-baremetal-operator.yaml", "32-ironic.yaml"}
 
-var pinned = regexp.MustCompile(`^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}$`)
+var pinned = regexp.MustCompile(`^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$`)
 
-func TestWorkloadImagesByDigest(t *testing.T) {
+// workloadImages lists the images each workload file names.
+func workloadImages(t *testing.T) map[string][]completeness.Use {
+	out := map[string][]completeness.Use{}
 	for _, n := range deployFiles {
 		data, err := fs.ReadFile(manifests.FS, n)
 		if err != nil {
@@ -47,10 +49,74 @@ func TestWorkloadImagesByDigest(t *testing.T) {
 		if len(uses) == 0 {
 			t.Errorf("%s references no image", n)
 		}
+		out[n] = uses
+	}
+	return out
+}
+
+// TestWorkloadImagesAreBuilt: every image a workload names is one the
+// toolchain builds (images/recipes.yaml), by tag and without a digest, so
+// the stick's build pins it and nobody edits a digest by hand.
+func TestWorkloadImagesAreBuilt(t *testing.T) {
+	spec, err := recipes.Load("../images/recipes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]bool{}
+	for _, im := range spec.Images {
+		built[im.Ref] = true
+	}
+	for _, uses := range workloadImages(t) {
 		for _, u := range uses {
-			if !pinned.MatchString(u.Image) {
-				t.Errorf("%s: image %q is not pinned by digest (want REGISTRY/NAME[:TAG]@sha256:<64 hex>)", u.By, u.Image)
+			if strings.Contains(u.Image, "@") {
+				t.Errorf("%s: image %q carries a digest; name it by tag (mkusb pins it from the lock)", u.By, u.Image)
 			}
+			if !built[u.Image] {
+				t.Errorf("%s: image %q is not built by images/recipes.yaml", u.By, u.Image)
+			}
+		}
+	}
+}
+
+// TestImagesPinnedFromLock: with the images the toolchain built (`make
+// toolchain`), each workload ships naming them by digest.
+func TestImagesPinnedFromLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: reads the toolchain `make toolchain` built")
+	}
+	tc, err := toolchain.Open(cas.DefaultRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]bundle.LockedImage{}
+	digests := map[string]cas.Digest{}
+	for _, im := range tc.Manifest.Images {
+		r, err := registry.ParseRef(im.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[r.String()] = bundle.LockedImage{Ref: im.Ref, Digest: im.Digest, Source: bundle.SourceToolchain}
+		digests[im.Ref] = im.Digest
+	}
+	for n, uses := range workloadImages(t) {
+		data, _ := fs.ReadFile(manifests.FS, n)
+		out := bundle.PinImages(data, refs)
+		after, err := completeness.ManifestImages(n, out)
+		if err != nil {
+			t.Fatalf("%s after pinning: %v", n, err)
+		}
+		if len(after) != len(uses) {
+			t.Fatalf("%s names %d images after pinning, %d before", n, len(after), len(uses))
+		}
+		for i, u := range after {
+			want := uses[i].Image + "@" + string(digests[uses[i].Image])
+			if !pinned.MatchString(u.Image) || u.Image != want {
+				t.Errorf("%s: pinned %q, want %q", u.By, u.Image, want)
+			}
+		}
+		// Only the image lines change.
+		if strings.Count(string(out), "\n") != strings.Count(string(data), "\n") {
+			t.Errorf("%s: pinning changed the number of lines", n)
 		}
 	}
 }
@@ -82,6 +148,15 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 		} `yaml:"spec"`
 	}
 	var deployments []doc
+	// firstboot's metal3 step writes Ironic's and BMO's ConfigMaps.
+	objs, err := render.Metal3(site.ProvisioningNetwork{Interface: "eth1", Address: "172.22.0.1/24",
+		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, render.IronicAuth{Username: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		have[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetNamespace()+"/"+o.GetName()] = true
+	}
 	for _, n := range manifests.Files() {
 		data, err := fs.ReadFile(manifests.FS, n)
 		if err != nil {
@@ -121,69 +196,6 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestBPAImageDigest: 30-bpa.yaml pins the image the toolchain builds from
-// images/recipes.yaml. After a change to internal/bpa, go.mod or Go, run
-// `make toolchain`, then this test with -update to pin the new digest.
-func TestBPAImageDigest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: reads the toolchain `make toolchain` built")
-	}
-	spec, err := recipes.Load("../images/recipes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref string
-	for _, im := range spec.Images {
-		if strings.Contains(im.Ref, "/bpa-operator:") {
-			ref = im.Ref
-		}
-	}
-	if ref == "" {
-		t.Fatal("images/recipes.yaml builds no bpa-operator image")
-	}
-	tc, err := toolchain.Open(cas.DefaultRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var built cas.Digest
-	for _, im := range tc.Manifest.Images {
-		if im.Ref == ref {
-			built = im.Digest
-		}
-	}
-	if built == "" {
-		t.Fatalf("the toolchain in %s has no %s: run `make toolchain`", tc.Dir, ref)
-	}
-	r, err := registry.ParseRef(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := r.Registry + "/" + r.Repository + "@" + string(built)
-
-	data, err := os.ReadFile("30-bpa.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uses, err := completeness.ManifestImages("30-bpa.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(uses) != 1 {
-		t.Fatalf("30-bpa.yaml names %d images, want 1", len(uses))
-	}
-	if got := uses[0].Image; got != want {
-		if *update {
-			out := bytes.Replace(data, []byte("image: "+got+"\n"), []byte("image: "+want+"\n"), 1)
-			if err := os.WriteFile("30-bpa.yaml", out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("30-bpa.yaml now pins %s", want)
-			return
-		}
-		t.Errorf("30-bpa.yaml pins %s, but the toolchain built %s\nrun: go test ./manifests -run TestBPAImageDigest -update", got, want)
 	}
 }
 

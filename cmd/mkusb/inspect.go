@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	flag "github.com/spf13/pflag"
@@ -66,6 +67,23 @@ func printReport(r *stick.Report) {
 	fmt.Fprintf(w, "\nIMAGE\tDIGEST\tSOURCE\n")
 	for _, im := range l.Images {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", im.Ref, im.Digest, im.Source)
+	}
+	if len(l.Kubernetes.Roots) > 0 {
+		fmt.Fprintf(w, "\nDEBIAN ROOT\tSUITE\tPINNED\n")
+		roots := make([]string, 0, len(l.Kubernetes.Roots))
+		for n := range l.Kubernetes.Roots {
+			roots = append(roots, n)
+		}
+		sort.Strings(roots)
+		for _, n := range roots {
+			rt := l.Kubernetes.Roots[n]
+			pins := make([]string, 0, len(rt.Pinned))
+			for p, v := range rt.Pinned {
+				pins = append(pins, p+"="+v)
+			}
+			sort.Strings(pins)
+			fmt.Fprintf(w, "%s\t%s (%d packages)\t%s\n", n, rt.Suite, rt.Packages, strings.Join(pins, " "))
+		}
 	}
 	fmt.Fprintf(w, "\nFILE\tSHA256\tSIZE\n")
 	files := l.PayloadFiles()

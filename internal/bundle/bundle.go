@@ -150,7 +150,7 @@ func (b *Bundle) defaults() {
 		b.Name = strings.TrimSuffix(filepath.Base(b.File), filepath.Ext(b.File))
 	}
 	if b.OS.Suite == "" {
-		b.OS.Suite = "bookworm"
+		b.OS.Suite = "trixie"
 	}
 	if b.OS.CompressionLevel == 0 {
 		b.OS.CompressionLevel = 3

@@ -48,7 +48,7 @@ func TestShippedBundlesLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if b.Kubernetes.Version != "v1.34.4" || b.OS.Suite != "bookworm" {
+		if b.Kubernetes.Version != "v1.34.4" || b.OS.Suite != "trixie" {
 			t.Errorf("%s: got %+v", f, b)
 		}
 	}

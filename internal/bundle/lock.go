@@ -79,6 +79,9 @@ type LockedKube struct {
 	Recipes []record.RecipeRecord `json:"recipes,omitempty"`
 	// Binaries are every binary of the release the bundle uses.
 	Binaries []LockedFile `json:"binaries"`
+	// Roots are the Debian roots the toolchain made images and
+	// artifacts of: suite, mirror and the pinned packages' versions.
+	Roots map[string]record.Root `json:"roots,omitempty"`
 }
 
 // LockedImage is one image of the registry.
@@ -216,6 +219,13 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			for _, im := range m.Images {
 				l.Images = append(l.Images, LockedImage{Ref: im.Ref, Digest: im.Digest, Source: SourceToolchain})
 			}
+			// The deploy ramdisk and the OS images the toolchain made.
+			for _, a := range m.Artifacts {
+				for _, f := range a.Files {
+					l.Files = append(l.Files, LockedFile{Name: f.Name, Dest: "os-images", Source: SourceToolchain, SHA256: f.Digest, Size: f.Size})
+				}
+			}
+			l.Kubernetes.Roots = m.Roots
 		}
 	} else {
 		l.Kubernetes.Source = SourceURL
@@ -287,11 +297,15 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			continue
 		}
 		p := filepath.Join(mdir, e.Name())
-		d, n, err := cas.HashFile(p)
+		src, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: manifests: %w", b.File, err)
 		}
-		missing, err := manifestImages(p, l.ImageRefs(), slices.Contains(b.Manifests.IfImagesPresent, e.Name()))
+		// The manifest ships with the digests of the images this build
+		// made or pulled; the lock pins those bytes.
+		data := PinImages(src, l.ImageRefs())
+		d, n := cas.DigestOf(data), int64(len(data))
+		missing, err := manifestImages(p, data, l.ImageRefs(), slices.Contains(b.Manifests.IfImagesPresent, e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", b.File, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -25,11 +26,7 @@ type LeftOutManifest struct {
 // registry holds other digests of it (a stale pin). When optional, it
 // returns the images the registry lacks (the manifest is then left out);
 // otherwise absent images are the completeness check's to report.
-func manifestImages(path string, refs map[string]LockedImage, optional bool) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("manifests: %w", err)
-	}
+func manifestImages(path string, data []byte, refs map[string]LockedImage, optional bool) ([]string, error) {
 	uses, err := completeness.ManifestImages("manifests/"+filepath.Base(path), data)
 	if err != nil {
 		return nil, err
@@ -91,4 +88,45 @@ func imagePresent(u completeness.Use, refs map[string]LockedImage, byRepo map[st
 			u.By, u.Image, r.Registry, r.Repository, strings.Join(ds, ", "))
 	}
 	return false, nil
+}
+
+// imageLine is a manifest line that names an image: "image: REF" in a
+// mapping or as a list item, the value bare or quoted, maybe commented.
+var imageLine = regexp.MustCompile(`^(\s*(?:-\s+)?image:\s*)(["']?)([^\s"'#]+)(["']?)(\s*(?:#.*)?)$`)
+
+// PinImages names each image a manifest references by tag only by the
+// digest the lock holds for it (REF becomes REF@sha256:...), so a manifest
+// ships the exact image this build made and nobody edits a digest by hand.
+// References that carry a digest already, or whose image the lock lacks,
+// stay as they are (the completeness check reports those). Only the image
+// lines change: comments and layout are kept.
+func PinImages(data []byte, refs map[string]LockedImage) []byte {
+	lines := strings.SplitAfter(string(data), "\n")
+	for i, l := range lines {
+		body := strings.TrimRight(l, "\r\n")
+		m := imageLine.FindStringSubmatch(body)
+		if m == nil || m[2] != m[4] {
+			continue
+		}
+		r, err := registry.ParseRef(m[3])
+		if err != nil || r.Digest != "" {
+			continue
+		}
+		im, ok := refs[r.String()]
+		if !ok || im.Digest == "" {
+			continue
+		}
+		lines[i] = m[1] + m[2] + m[3] + "@" + string(im.Digest) + m[4] + m[5] + l[len(body):]
+	}
+	return []byte(strings.Join(lines, ""))
+}
+
+// PinnedManifest is a locked manifest as it ships: its source with the
+// lock's image digests (PinImages).
+func (l *Lock) PinnedManifest(b *Bundle, m LockedFile) ([]byte, error) {
+	data, err := os.ReadFile(b.Path(m.Path))
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", m.Name, err)
+	}
+	return PinImages(data, l.ImageRefs()), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/completeness"
 	"github.com/bootstick/bootstick/internal/toolchain"
+	"github.com/bootstick/bootstick/internal/toolchain/record"
 )
 
 func deployment(name string, images ...string) string {
@@ -212,31 +213,86 @@ func TestBadIfImagesPresent(t *testing.T) {
 	}
 }
 
-// TestDefaultBundleLeavesOutUpstreamOperators: the default bundle cannot
-// carry the baremetal-operator or Ironic images, so it ships the BPA's
-// Deployment and leaves theirs out, naming the images.
-func TestDefaultBundleLeavesOutUpstreamOperators(t *testing.T) {
+// TestDefaultBundleShipsMetal3: the default bundle ships every manifest,
+// the Metal3 ones among them, each naming the toolchain's images by the
+// digest the lock holds, and locks the toolchain's artifacts (the deploy
+// ramdisk, the compute OS image) under os-images.
+func TestDefaultBundleShipsMetal3(t *testing.T) {
 	b, err := Load("../../bundle/default.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Resolve(context.Background(), b, nil, fakeResolver())
+	r := fakeResolver()
+	digest := func(c string) cas.Digest { return cas.Digest("sha256:" + strings.Repeat(c, 64)) }
+	r.Toolchain = func(ctx context.Context, recipes string) (*toolchain.Manifest, error) {
+		return &toolchain.Manifest{
+			Go: "go1.26", KubernetesVersion: "v1.34.4",
+			Binaries: []toolchain.Binary{{Name: "kubeadm", Digest: digest("1")}, {Name: "kubelet", Digest: digest("2")}, {Name: "kubectl", Digest: digest("3")}},
+			Images: []toolchain.ImageRecord{
+				{Ref: "registry.bootstick.dev/bpa-operator:v0.1.0", Digest: digest("b")},
+				{Ref: "registry.bootstick.dev/baremetal-operator:v0.6.0", Digest: digest("c")},
+				{Ref: "registry.bootstick.dev/ironic:29.0.5", Digest: digest("d")},
+			},
+			Artifacts: []record.Artifact{
+				{Name: "ironic-python-agent", Format: "ramdisk", Files: []record.File{
+					{Name: "ironic-python-agent.kernel", Digest: digest("e"), Size: 5}, {Name: "ironic-python-agent.initramfs", Digest: digest("f"), Size: 6}}},
+				{Name: "debian-13-compute", Format: "qcow2", Files: []record.File{{Name: "debian-13-compute.qcow2", Digest: digest("9"), Size: 7}}},
+			},
+			Roots: map[string]record.Root{"registry.bootstick.dev/ironic:29.0.5": {Suite: "trixie", Pinned: map[string]string{"ironic-common": "1:29.0.5-0+deb13u3"}}},
+		}, nil
+	}
+	l, err := Resolve(context.Background(), b, nil, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var shipped []string
 	for _, m := range l.Manifests {
 		shipped = append(shipped, m.Name)
+		data, err := l.PinnedManifest(b, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cas.DigestOf(data) != m.SHA256 {
+			t.Errorf("%s: the lock pins %s, the pinned manifest is %s", m.Name, m.SHA256, cas.DigestOf(data))
+		}
+		for name, d := range map[string]cas.Digest{"30-bpa.yaml": digest("b"), "31-baremetal-operator.yaml": digest("c"), "32-ironic.yaml": digest("d")} {
+			if m.Name == name && !strings.Contains(string(data), "@"+string(d)) {
+				t.Errorf("%s does not name its image by digest %s", name, d)
+			}
+		}
 	}
-	if !slices.Contains(shipped, "30-bpa.yaml") || slices.Contains(shipped, "31-baremetal-operator.yaml") || slices.Contains(shipped, "32-ironic.yaml") {
-		t.Errorf("shipped %v", shipped)
+	for _, want := range []string{"30-bpa.yaml", "31-baremetal-operator.yaml", "32-ironic.yaml"} {
+		if !slices.Contains(shipped, want) {
+			t.Errorf("%s does not ship: %v", want, shipped)
+		}
 	}
-	got := map[string]string{}
-	for _, m := range l.LeftOut {
-		got[m.Name] = strings.Join(m.Missing, " ")
+	if len(l.LeftOut) != 0 {
+		t.Errorf("left out %v", l.LeftOut)
 	}
-	if !strings.HasPrefix(got["31-baremetal-operator.yaml"], "quay.io/metal3-io/baremetal-operator:") ||
-		!strings.HasPrefix(got["32-ironic.yaml"], "quay.io/metal3-io/ironic:") || len(got) != 2 {
-		t.Errorf("left out %v", got)
+	files := l.PayloadFiles()
+	for name, d := range map[string]cas.Digest{"os-images/ironic-python-agent.kernel": digest("e"),
+		"os-images/ironic-python-agent.initramfs": digest("f"), "os-images/debian-13-compute.qcow2": digest("9")} {
+		if files[name] != d {
+			t.Errorf("lock: %s is %q, want %s", name, files[name], d)
+		}
+	}
+	if l.Kubernetes.Roots["registry.bootstick.dev/ironic:29.0.5"].Pinned["ironic-common"] == "" {
+		t.Errorf("lock records no Debian roots: %+v", l.Kubernetes.Roots)
+	}
+	imgs := l.BundledImages()
+	if len(imgs) != 1 || imgs[0].File != "debian-13-compute.qcow2" || imgs[0].Format != "qcow2" {
+		t.Errorf("bundled OS images %+v, want the compute image", imgs)
+	}
+}
+
+// TestPinImages: only image lines by tag whose image the lock holds change;
+// digests already there, other images, comments and layout stay.
+func TestPinImages(t *testing.T) {
+	d := cas.Digest("sha256:" + strings.Repeat("a", 64))
+	refs := map[string]LockedImage{"example.test/app:1": {Ref: "example.test/app:1", Digest: d}}
+	in := "# image: example.test/app:1 in a comment\nspec:\n  containers:\n  - image: example.test/app:1  # ours\n    name: a\n  - name: b\n    image: \"example.test/app:1\"\n  - image: example.test/app:1@sha256:" + strings.Repeat("b", 64) + "\n  - image: example.test/other:2\n"
+	want := "# image: example.test/app:1 in a comment\nspec:\n  containers:\n  - image: example.test/app:1@" + string(d) + "  # ours\n    name: a\n  - name: b\n    image: \"example.test/app:1@" + string(d) + "\"\n  - image: example.test/app:1@sha256:" + strings.Repeat("b", 64) + "\n  - image: example.test/other:2\n"
+	if got := string(PinImages([]byte(in), refs)); got != want {
+		t.Errorf("PinImages:\n%s\nwant:\n%s", got, want)
 	}
 }

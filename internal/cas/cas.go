@@ -359,3 +359,39 @@ func (s *Store) Clean() error {
 	}
 	return nil
 }
+
+// HashTree hashes a folder's names, modes, link targets and contents.
+func HashTree(dir string) (string, error) {
+	entries := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + t
+		case d.Type().IsRegular():
+			h, _, err := HashFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(h)
+		}
+		entries[rel] = v
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", dir, err)
+	}
+	return Key(entries)
+}

@@ -29,13 +29,18 @@ type Package struct {
 
 func (p Package) String() string { return p.Name + "=" + p.Version }
 
-// Resolve finds the candidate version of each package in the apt lists.
+// Resolve finds the candidate version of each package in this machine's
+// apt lists.
 func Resolve(ctx context.Context, names []string) ([]Package, error) {
+	return resolve(ctx, nil, names)
+}
+
+func resolve(ctx context.Context, aptOpts []string, names []string) ([]Package, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	args := append([]string{"show", "--no-all-versions"}, names...)
-	stdout, err := command.Output(ctx, command.Options{}, append([]string{"apt-cache"}, args...)...)
+	args := append(append(append([]string{"apt-cache"}, aptOpts...), "show", "--no-all-versions"), names...)
+	stdout, err := command.Output(ctx, command.Options{}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("resolving Debian packages %s (run apt-get update, and check the names): %w", strings.Join(names, " "), err)
 	}
@@ -73,6 +78,10 @@ func Resolve(ctx context.Context, names []string) ([]Package, error) {
 // Fetch makes sure each package's .deb is in the store, downloading the
 // ones that are not with apt-get into workDir.
 func Fetch(ctx context.Context, store *cas.Store, pkgs []Package, workDir string) error {
+	return fetch(ctx, nil, store, pkgs, workDir)
+}
+
+func fetch(ctx context.Context, aptOpts []string, store *cas.Store, pkgs []Package, workDir string) error {
 	var want []string
 	for _, p := range pkgs {
 		if !store.Has(p.SHA256) {
@@ -82,7 +91,7 @@ func Fetch(ctx context.Context, store *cas.Store, pkgs []Package, workDir string
 	if len(want) == 0 {
 		return nil
 	}
-	if _, err := command.Run(ctx, command.Options{Dir: workDir}, append([]string{"apt-get", "download", "-q"}, want...)...); err != nil {
+	if _, err := command.Run(ctx, command.Options{Dir: workDir}, append(append(append([]string{"apt-get"}, aptOpts...), "download", "-q"), want...)...); err != nil {
 		return fmt.Errorf("downloading Debian packages: %w", err)
 	}
 	for _, p := range pkgs {

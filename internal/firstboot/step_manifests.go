@@ -93,6 +93,16 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, nam
 			logctx.From(ctx).Warn("left out a Deployment whose images the bundle lacks", "manifest", name, "deployment", d.Namespace+"/"+d.Name, "images", missing)
 			continue
 		}
+		if d.Labels[LabelNeedsSite] == "true" {
+			// Its settings come from the site (the metal3 step, which
+			// waits for it).
+			if n.sitePath == "" {
+				logctx.From(ctx).Info("no site: left out a Deployment that serves the site", "manifest", name, "deployment", d.Namespace+"/"+d.Name)
+				continue
+			}
+			apply = append(apply, o)
+			continue
+		}
 		apply, wait = append(apply, o), append(wait, d)
 	}
 	if err := c.Apply(ctx, apply); err != nil {

@@ -17,6 +17,7 @@ func hostSteps(n *node) []pipeline.Step {
 		untaintStep(n),
 		cniStep(n),
 		manifestsStep(n),
+		metal3Step(n),
 		siteStep(n),
 		readyStep(n),
 	}
@@ -32,6 +33,7 @@ func kindSteps(n *node) []pipeline.Step {
 		kindClusterStep(n),
 		kindImagesStep(n),
 		manifestsStep(n),
+		metal3Step(n),
 		siteStep(n),
 		kindReadyStep(n),
 	}

@@ -100,12 +100,17 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 	if r.Local != "" {
 		dir = filepath.Join(opts.RepoDir, r.Local)
 	} else {
-		gomod, err := wrapperGoMod(ctx, goCmd, r, workDir)
+		gomod, gosum, err := wrapperGoMod(ctx, goCmd, r, workDir)
 		if err != nil {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(workDir, "go.mod"), gomod, 0o644); err != nil {
 			return fail("resolving", "", err)
+		}
+		if gosum != nil {
+			if err := os.WriteFile(filepath.Join(workDir, "go.sum"), gosum, 0o644); err != nil {
+				return fail("resolving", "", err)
+			}
 		}
 		// go build -mod=mod resolves the rest of the module graph through
 		// the proxy and records (and checks) every go.sum line.
@@ -191,54 +196,70 @@ func Ldflags(r *recipes.GoRecipe, epoch time.Time) ([]string, error) {
 
 // downloadInfo is the part of `go mod download -json` we read.
 type downloadInfo struct {
-	Path, Version, GoMod, Error string
+	Path, Version, GoMod, Dir, Error string
 }
 
 // wrapperGoMod makes the go.mod of a module that requires the pinned
-// module, plus the recipe's replacements.
-func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDir string) ([]byte, error) {
-	fail := func(out string, err error) error {
-		return &Error{Recipe: r.Name, ModVersion: r.ModVersion(), Stage: "resolving", Output: tail(out, 10), Err: err}
+// module, plus the recipe's replacements, and the go.sum it starts from
+// when the recipe takes the module's own (nil otherwise).
+func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDir string) ([]byte, []byte, error) {
+	fail := func(out string, err error) ([]byte, []byte, error) {
+		return nil, nil, &Error{Recipe: r.Name, ModVersion: r.ModVersion(), Stage: "resolving", Output: tail(out, 10), Err: err}
 	}
-	var upstreamMod string
+	var upstreamMod, upstreamDir string
 	if local, ok := r.Replace[r.Module]; ok && (filepath.IsAbs(local) || strings.HasPrefix(local, ".")) {
 		// The module itself comes from a local folder: nothing to fetch.
 		upstreamMod = filepath.Join(local, "go.mod")
+		upstreamDir = local
 	} else {
 		// `go mod download` of one module needs no main module; run it
 		// in workDir before go.mod exists there.
 		out, err := run(ctx, goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
 		var info downloadInfo
 		if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
-			return nil, fail("", fmt.Errorf("the module proxy refused it: %s", info.Error))
+			return fail("", fmt.Errorf("the module proxy refused it: %s", info.Error))
 		}
 		if err != nil {
-			return nil, fail(out, err)
+			return fail(out, err)
 		}
-		upstreamMod = info.GoMod
+		upstreamMod, upstreamDir = info.GoMod, info.Dir
 	}
 	upstream, err := os.ReadFile(upstreamMod)
 	if err != nil {
-		return nil, fail("", err)
+		return fail("", err)
 	}
 	up, err := modfile.Parse(upstreamMod, upstream, nil)
 	if err != nil {
-		return nil, fail("", fmt.Errorf("parsing its go.mod: %w", err))
+		return fail("", fmt.Errorf("parsing its go.mod: %w", err))
 	}
 
 	f := &modfile.File{}
 	if err := f.AddModuleStmt("bootstick.local/recipe/" + r.Name); err != nil {
-		return nil, fail("", err)
+		return fail("", err)
 	}
 	goVersion := "1.22"
 	if up.Go != nil {
 		goVersion = up.Go.Version
 	}
 	if err := f.AddGoStmt(goVersion); err != nil {
-		return nil, fail("", err)
+		return fail("", err)
 	}
 	if err := f.AddRequire(r.Module, r.Version); err != nil {
-		return nil, fail("", err)
+		return fail("", err)
+	}
+	if r.ReplaceLocal {
+		n := 0
+		for _, rep := range up.Replace {
+			if rep.New.Version == "" && strings.HasPrefix(rep.New.Path, "./") {
+				if err := f.AddReplace(rep.Old.Path, "", rep.Old.Path, r.Version); err != nil {
+					return fail("", err)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return fail("", fmt.Errorf("replaceLocal is set, but its go.mod replaces no module with a ./folder"))
+		}
 	}
 	if r.ReplaceStaging {
 		staging := "v0" + strings.TrimPrefix(r.Version, semver.Major(r.Version))
@@ -246,13 +267,13 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 		for _, rep := range up.Replace {
 			if strings.HasPrefix(rep.New.Path, "./staging/") {
 				if err := f.AddReplace(rep.Old.Path, "", rep.Old.Path, staging); err != nil {
-					return nil, fail("", err)
+					return fail("", err)
 				}
 				n++
 			}
 		}
 		if n == 0 {
-			return nil, fail("", fmt.Errorf("replaceStaging is set, but its go.mod replaces no module with ./staging/..."))
+			return fail("", fmt.Errorf("replaceStaging is set, but its go.mod replaces no module with ./staging/..."))
 		}
 	}
 	olds := make([]string, 0, len(r.Replace))
@@ -266,11 +287,22 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 			newPath, newVersion = p, v
 		}
 		if err := f.AddReplace(old, "", newPath, newVersion); err != nil {
-			return nil, fail("", fmt.Errorf("replace %s: %w", old, err))
+			return fail("", fmt.Errorf("replace %s: %w", old, err))
 		}
 	}
 	f.Cleanup()
-	return f.Format()
+	gomod, err := f.Format()
+	if err != nil {
+		return fail("", err)
+	}
+	if !r.UpstreamSum {
+		return gomod, nil, nil
+	}
+	gosum, err := os.ReadFile(filepath.Join(upstreamDir, "go.sum"))
+	if err != nil {
+		return fail("", fmt.Errorf("upstreamSum is set: %w", err))
+	}
+	return gomod, gosum, nil
 }
 
 // countDeps counts the packages a build of pkgs compiles at most.

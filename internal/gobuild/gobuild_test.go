@@ -36,9 +36,12 @@ replace (
 		Name: "kube", Module: "example.test/kube", Version: "v1.34.4", ReplaceStaging: true,
 		Replace: map[string]string{"example.test/kube": src},
 	}
-	gomod, err := wrapperGoMod(context.Background(), "go", r, t.TempDir())
+	gomod, gosum, err := wrapperGoMod(context.Background(), "go", r, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if gosum != nil {
+		t.Errorf("a go.sum without upstreamSum: %q", gosum)
 	}
 	got := string(gomod)
 	for _, want := range []string{
@@ -59,8 +62,48 @@ replace (
 
 	r.ReplaceStaging = true
 	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.test/kube\n\ngo 1.24.0\n"), 0o644)
-	if _, err := wrapperGoMod(context.Background(), "go", r, t.TempDir()); err == nil || !strings.Contains(err.Error(), "replaces no module with ./staging") {
+	if _, _, err := wrapperGoMod(context.Background(), "go", r, t.TempDir()); err == nil || !strings.Contains(err.Error(), "replaces no module with ./staging") {
 		t.Fatalf("replaceStaging on a module without staging: %v", err)
+	}
+}
+
+// TestWrapperReplaceLocal is baremetal-operator's shape: sub-modules in
+// ./folders, published at the main module's version, and a go.sum the
+// wrapper must start from.
+func TestWrapperReplaceLocal(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "go.mod"), []byte(`module example.test/bmo
+
+go 1.21
+
+require example.test/bmo/apis v0.5.1
+
+replace example.test/bmo/apis => ./apis
+
+replace example.test/pinned => example.test/pinned v1.0.0
+`), 0o644)
+	sum := "example.test/pinned v1.0.0 h1:AAAA=\n"
+	os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644)
+	r := &recipes.GoRecipe{
+		Name: "bmo", Module: "example.test/bmo", Version: "v0.6.0", ReplaceLocal: true, UpstreamSum: true,
+		Replace: map[string]string{"example.test/bmo": src},
+	}
+	gomod, gosum, err := wrapperGoMod(context.Background(), "go", r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(gomod), "example.test/bmo/apis => example.test/bmo/apis v0.6.0") {
+		t.Errorf("go.mod does not pin the ./apis sub-module at the recipe's version:\n%s", gomod)
+	}
+	if strings.Contains(string(gomod), "example.test/pinned") {
+		t.Errorf("go.mod copies a replacement that is not a ./folder:\n%s", gomod)
+	}
+	if string(gosum) != sum {
+		t.Errorf("go.sum = %q, want the module's own %q", gosum, sum)
+	}
+	os.Remove(filepath.Join(src, "go.sum"))
+	if _, _, err := wrapperGoMod(context.Background(), "go", r, t.TempDir()); err == nil || !strings.Contains(err.Error(), "upstreamSum is set") {
+		t.Fatalf("upstreamSum on a module without go.sum: %v", err)
 	}
 }
 

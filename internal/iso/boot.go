@@ -6,18 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/command"
-
-	"github.com/diskfs/go-diskfs/backend/file"
-	"github.com/diskfs/go-diskfs/filesystem"
-	"github.com/diskfs/go-diskfs/filesystem/fat12"
-	"github.com/diskfs/go-diskfs/filesystem/fat16"
+	"github.com/bootstick/bootstick/internal/fatimg"
 )
 
 // DefaultKernelArgs boot the Debian live system with a serial console.
@@ -154,7 +147,7 @@ menuentry %q {
 	if err != nil {
 		return Boot{}, err
 	}
-	img, err := fatImage(map[string][]byte{"EFI/BOOT/BOOTX64.EFI": efi}, o.Epoch)
+	img, err := fatimg.Build(map[string][]byte{"EFI/BOOT/BOOTX64.EFI": efi}, o.Epoch)
 	if err != nil {
 		return Boot{}, err
 	}
@@ -188,78 +181,4 @@ func grubEFI(ctx context.Context, o BootOptions) ([]byte, error) {
 		return nil, fmt.Errorf("building the GRUB EFI loader: %w", err)
 	}
 	return os.ReadFile(out)
-}
-
-// envMu serializes the SOURCE_DATE_EPOCH dance below: go-diskfs's FAT code
-// reads the date from the environment.
-var envMu sync.Mutex
-
-// fatImage builds a FAT12 (or, when larger, FAT16) image holding files,
-// with go-diskfs, stamped with epoch.
-func fatImage(files map[string][]byte, epoch time.Time) ([]byte, error) {
-	var total int64
-	for _, d := range files {
-		total += int64(len(d))
-	}
-	// Room for the FATs, folders and cluster slack, in whole MiB.
-	size := (total + total/8 + 512<<10 + (1<<20 - 1)) / (1 << 20) * (1 << 20)
-
-	tmp, err := os.CreateTemp("", "bootstick-efi-*.img")
-	if err != nil {
-		return nil, fmt.Errorf("building the EFI image: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	if err := tmp.Truncate(size); err != nil {
-		return nil, fmt.Errorf("building the EFI image: %w", err)
-	}
-
-	envMu.Lock()
-	old, had := os.LookupEnv("SOURCE_DATE_EPOCH")
-	_ = os.Setenv("SOURCE_DATE_EPOCH", strconv.FormatInt(epoch.Unix(), 10))
-	err = func() error {
-		b := file.New(tmp, false)
-		var fs filesystem.FileSystem
-		var err error
-		if size <= fat12.Fat12MaxSize {
-			fs, err = fat12.Create(b, size, 0, 512, "EFIBOOT", true)
-		} else {
-			fs, err = fat16.Create(b, size, 0, 512, "EFIBOOT", true)
-		}
-		if err != nil {
-			return err
-		}
-		names := make([]string, 0, len(files))
-		for name := range files {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			data := files[name]
-			if err := fs.Mkdir("/" + filepathDir(name)); err != nil {
-				return err
-			}
-			f, err := fs.OpenFile("/"+name, os.O_CREATE|os.O_RDWR)
-			if err != nil {
-				return err
-			}
-			if _, err := f.Write(data); err != nil {
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	if had {
-		_ = os.Setenv("SOURCE_DATE_EPOCH", old)
-	} else {
-		_ = os.Unsetenv("SOURCE_DATE_EPOCH")
-	}
-	envMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("building the EFI image: %w", err)
-	}
-	return os.ReadFile(tmp.Name())
 }

@@ -89,8 +89,15 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		src := o.Bundle.Path(m.Path)
-		if err := copyChecked(src, filepath.Join(o.Dir, m.PayloadPath()), m.SHA256, 0o644); err != nil {
+		data, err := o.Lock.PinnedManifest(o.Bundle, m)
+		if err != nil {
+			return st, err
+		}
+		if d := cas.DigestOf(data); d != m.SHA256 {
+			return st, fmt.Errorf("manifest %s: %s changed since it was locked (sha256 %s with the lock's image digests, locked %s): build again without --locked to relock",
+				m.Name, o.Bundle.Path(m.Path), d.Hex(), m.SHA256.Hex())
+		}
+		if err := os.WriteFile(filepath.Join(o.Dir, m.PayloadPath()), data, 0o644); err != nil {
 			return st, fmt.Errorf("manifest %s: %w", m.Name, err)
 		}
 		st.add(m.Size)

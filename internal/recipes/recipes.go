@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/debroot"
 )
 
 // Kind is the YAML kind of a recipes file.
@@ -29,6 +31,9 @@ type Spec struct {
 	config.TypeMeta `yaml:",inline"`
 	Binaries        []GoRecipe `yaml:"binaries"`
 	Images          []Image    `yaml:"images"`
+	// Artifacts are files made from Debian roots: the deploy ramdisk and
+	// the compute OS images, shipped under /bundle/os-images.
+	Artifacts []Artifact `yaml:"artifacts,omitempty"`
 
 	// Dir is the folder the file was read from; local recipes are relative
 	// to it.
@@ -49,6 +54,16 @@ type GoRecipe struct {
 	// module's go.mod with its published v0.<minor>.<patch> version, as
 	// k8s.io/kubernetes needs.
 	ReplaceStaging bool `yaml:"replaceStaging,omitempty"`
+	// ReplaceLocal replaces every `=> ./folder` module of the pinned
+	// module's go.mod with the same module at the recipe's version: the
+	// sub-modules published with it (baremetal-operator's apis and
+	// pkg/hardwareutils). A dependency's replace directives are ignored,
+	// so the wrapper module must repeat them.
+	ReplaceLocal bool `yaml:"replaceLocal,omitempty"`
+	// UpstreamSum starts the wrapper's go.sum from the module's own, for
+	// modules that need a version the checksum database does not know
+	// (baremetal-operator v0.6.0's gophercloud pseudo-version).
+	UpstreamSum bool `yaml:"upstreamSum,omitempty"`
 	// Replace adds replace directives (module path => folder or
 	// module@version), e.g. to build from a local checkout.
 	Replace map[string]string `yaml:"replace,omitempty"`
@@ -83,14 +98,47 @@ func (p *Package) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Image is an OCI image made of the shared base layer, the named
-// binaries, and optionally files from Debian packages.
+// binaries, and optionally files from Debian packages; or (Debian) one
+// layer holding a whole Debian root.
 type Image struct {
 	Ref        string            `yaml:"ref"`
-	Binaries   []string          `yaml:"binaries"`
+	Binaries   []string          `yaml:"binaries,omitempty"`
 	Dir        string            `yaml:"dir,omitempty"`
 	Entrypoint []string          `yaml:"entrypoint,omitempty"`
 	Debs       []string          `yaml:"debs,omitempty"`
 	Symlinks   map[string]string `yaml:"symlinks,omitempty"`
+	Debian     *debroot.Spec     `yaml:"debian,omitempty"`
+	Env        []string          `yaml:"env,omitempty"`
+}
+
+// Artifact formats.
+const (
+	// FormatRamdisk is a kernel and an initramfs holding the whole root
+	// (NAME.kernel, NAME.initramfs): the deploy ramdisk.
+	FormatRamdisk = "ramdisk"
+	// FormatQcow2 is a bootable whole-disk image (NAME.qcow2): GPT, a
+	// BIOS boot partition, an EFI system partition and the root.
+	FormatQcow2 = "qcow2"
+)
+
+// Artifact is a file (or a kernel and initramfs) made from a Debian root.
+type Artifact struct {
+	Name   string       `yaml:"name"`
+	Format string       `yaml:"format"`
+	Debian debroot.Spec `yaml:"debian"`
+	// Modules, for a ramdisk, are the kernel module folders (below
+	// lib/modules/VERSION/kernel) it keeps; empty keeps all.
+	Modules []string `yaml:"modules,omitempty"`
+	// SizeMiB, for a disk image, is the disk's size.
+	SizeMiB int `yaml:"sizeMiB,omitempty"`
+}
+
+// Files are the file names an artifact ships as.
+func (a *Artifact) Files() []string {
+	if a.Format == FormatRamdisk {
+		return []string{a.Name + ".kernel", a.Name + ".initramfs"}
+	}
+	return []string{a.Name + ".qcow2"}
 }
 
 // ModVersion names the recipe's source for messages: module@version, or the
@@ -215,7 +263,7 @@ func (r *Spec) Validate() field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("version"), g.Version, "want a module version such as v1.2.3"))
 			}
 		case g.Local != "":
-			if g.ReplaceStaging || len(g.Replace) > 0 {
+			if g.ReplaceStaging || g.ReplaceLocal || g.UpstreamSum || len(g.Replace) > 0 {
 				errs = append(errs, field.Forbidden(p.Child("replace"), "a local recipe builds with the repository's go.mod"))
 			}
 			if fi, err := os.Stat(filepath.Join(r.Dir, g.Local)); err != nil || !fi.IsDir() {
@@ -225,7 +273,7 @@ func (r *Spec) Validate() field.ErrorList {
 				errs = append(errs, field.Required(p.Child("version"), "the version stamped into the binary"))
 			}
 		}
-		if g.ReplaceStaging && !semver.IsValid(g.Version) {
+		if (g.ReplaceStaging || g.ReplaceLocal) && !semver.IsValid(g.Version) {
 			errs = append(errs, field.Invalid(p.Child("replaceStaging"), true, "needs a semantic version"))
 		}
 		for j, l := range g.Ldflags {
@@ -266,7 +314,16 @@ func (r *Spec) Validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Child("ref"), im.Ref))
 		}
 		refs[im.Ref] = true
-		if len(im.Binaries) == 0 {
+		switch {
+		case im.Debian != nil:
+			if len(im.Binaries) > 0 || len(im.Debs) > 0 {
+				errs = append(errs, field.Forbidden(p.Child("debian"), "an image of a Debian root has no binaries or debs"))
+			}
+			if len(im.Entrypoint) == 0 {
+				errs = append(errs, field.Required(p.Child("entrypoint"), "the command an image of a Debian root runs"))
+			}
+			errs = append(errs, validateDebian(r.Dir, p.Child("debian"), im.Debian)...)
+		case len(im.Binaries) == 0:
 			errs = append(errs, field.Required(p.Child("binaries"), "name at least one binary"))
 		}
 		for j, b := range im.Binaries {
@@ -289,6 +346,54 @@ func (r *Spec) Validate() field.ErrorList {
 		}
 		if len(im.Symlinks) > 0 && len(im.Debs) == 0 {
 			errs = append(errs, field.Forbidden(p.Child("symlinks"), "symlinks are only for images with debs"))
+		}
+	}
+	ap := field.NewPath("artifacts")
+	files := map[string]bool{}
+	for i, a := range r.Artifacts {
+		p := ap.Index(i)
+		if !recipeName.MatchString(a.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), a.Name, "use lower-case letters, digits and '-'"))
+		}
+		switch a.Format {
+		case FormatRamdisk:
+		case FormatQcow2:
+			if a.SizeMiB < 512 {
+				errs = append(errs, field.Invalid(p.Child("sizeMiB"), a.SizeMiB, "a disk image needs at least 512 MiB"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(p.Child("format"), a.Format, []string{FormatRamdisk, FormatQcow2}))
+		}
+		if len(a.Modules) > 0 && a.Format != FormatRamdisk {
+			errs = append(errs, field.Forbidden(p.Child("modules"), "only a ramdisk keeps a part of the kernel's modules"))
+		}
+		for _, f := range a.Files() {
+			if files[f] {
+				errs = append(errs, field.Duplicate(p.Child("name"), a.Name))
+			}
+			files[f] = true
+		}
+		errs = append(errs, validateDebian(r.Dir, p.Child("debian"), &a.Debian)...)
+	}
+	return errs
+}
+
+func validateDebian(dir string, p *field.Path, d *debroot.Spec) field.ErrorList {
+	var errs field.ErrorList
+	if d.Suite == "" {
+		errs = append(errs, field.Required(p.Child("suite"), "a Debian suite such as trixie"))
+	}
+	if len(d.Packages) == 0 {
+		errs = append(errs, field.Required(p.Child("packages"), "name at least one package"))
+	}
+	for n := range d.Pins {
+		if !slices.Contains(d.Packages, n) {
+			errs = append(errs, field.Invalid(p.Child("pins").Key(n), d.Pins[n], "pin only packages the root names"))
+		}
+	}
+	if d.Files != "" {
+		if fi, err := os.Stat(filepath.Join(dir, d.Files)); err != nil || !fi.IsDir() {
+			errs = append(errs, field.NotFound(p.Child("files"), d.Files))
 		}
 	}
 	return errs

@@ -20,20 +20,50 @@ type Source struct {
 // HostMirror returns the Debian mirror of the host's apt configuration
 // under root (normally "/"): the first "deb" source that carries suite, from
 // etc/apt/sources.list and then etc/apt/sources.list.d/*.list and *.sources
-// in name order.
+// in name order. When none carries it, it is the source of the machine's
+// own release (VERSION_CODENAME in etc/os-release): a Debian archive
+// serves every suite, so a bookworm host builds trixie from its own mirror
+// without an apt source for trixie. Security suites live in another
+// archive and never fall back.
 func HostMirror(root, suite string) (string, error) {
 	srcs, err := HostSources(root)
 	if err != nil {
 		return "", err
 	}
-	for _, s := range srcs {
-		for _, su := range s.Suites {
-			if su == suite {
-				return strings.TrimSuffix(s.URI, "/"), nil
+	find := func(suite string) string {
+		for _, s := range srcs {
+			for _, su := range s.Suites {
+				if su == suite {
+					return strings.TrimSuffix(s.URI, "/")
+				}
 			}
 		}
+		return ""
 	}
-	return "", fmt.Errorf("no apt source for suite %q in %s: give the mirror explicitly", suite, filepath.Join(root, "etc/apt"))
+	if m := find(suite); m != "" {
+		return m, nil
+	}
+	own := osCodename(root)
+	if own != "" && !strings.HasSuffix(suite, "-security") {
+		if m := find(own); m != "" {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("no apt source for suite %q (nor for this machine's release %q) in %s: give the mirror explicitly", suite, own, filepath.Join(root, "etc/apt"))
+}
+
+// osCodename is VERSION_CODENAME of root/etc/os-release, or "".
+func osCodename(root string) string {
+	data, err := os.ReadFile(filepath.Join(root, "etc/os-release"))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VERSION_CODENAME="); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return ""
 }
 
 // HostSources lists the enabled "deb" sources of the apt configuration

@@ -11,7 +11,6 @@
 package rootfs
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,16 +23,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/debroot"
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/progress"
-
-	"github.com/bootstick/bootstick/internal/mounts"
 
 	"github.com/bootstick/bootstick/internal/flock"
 
@@ -63,7 +60,7 @@ const formatVersion = "1"
 
 // Options say what OS to build.
 type Options struct {
-	// Suite is the Debian suite; default "bookworm".
+	// Suite is the Debian suite; default "trixie".
 	Suite string
 	// Mirror overrides the mirror taken from the host's apt configuration.
 	Mirror string
@@ -104,7 +101,7 @@ type inputs struct {
 
 func (o *Options) defaults() error {
 	if o.Suite == "" {
-		o.Suite = "bookworm"
+		o.Suite = "trixie"
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = cas.DefaultRoot()
@@ -250,43 +247,13 @@ func complete(entry string) bool {
 }
 
 func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debs string) error {
-	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return fmt.Errorf("rootfs: mmdebstrap is missing (apt-get install mmdebstrap): %w", err)
-	}
-	// The .deb cache is copied in before and out after the install
-	// (mmdebstrap's documented recipe), so rebuilds download nothing twice.
-	args := []string{
-		"--variant=apt", "--mode=root", "--format=directory",
-		"--include=" + strings.Join(pkgs, ","),
-		"--skip=download/empty", "--skip=essential/unlink",
-		"--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/",
-		"--setup-hook=sync-in " + debs + " /var/cache/apt/archives/",
-		"--customize-hook=sync-out /var/cache/apt/archives " + debs,
+	err := debroot.Mmdebstrap(ctx, debroot.Run{
+		Suite: o.Suite, Mirror: o.Mirror, Include: pkgs, DebCache: debs, Epoch: o.Epoch,
 		// A live system: no machine-id baked in, systemd makes one at boot.
-		"--customize-hook=rm -f \"$1\"/etc/machine-id \"$1\"/var/lib/dbus/machine-id; touch \"$1\"/etc/machine-id",
-		o.Suite, root, o.Mirror,
-	}
-	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
-	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(unix(o.Epoch), 10))
-	var out tail
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// On cancel, let mmdebstrap unmount what it mounted in the chroot
-	// (SIGTERM runs its cleanup); SIGKILL only after a grace period.
-	// mmdebstrap, apt and dpkg run in a process group of their own, so that
-	// none of them goes on writing into the build folder after a cancel.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	defer func() {
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}()
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("rootfs: mmdebstrap %s from %s: %w\n%s", o.Suite, o.Mirror, err, command.Tail(out.String(), 20))
+		Args: []string{"--customize-hook=rm -f \"$1\"/etc/machine-id \"$1\"/var/lib/dbus/machine-id; touch \"$1\"/etc/machine-id"},
+	}, root)
+	if err != nil {
+		return fmt.Errorf("rootfs: %w", err)
 	}
 	return nil
 }
@@ -406,46 +373,8 @@ func syncDir(dir string) error {
 	return syncPath(dir)
 }
 
-// tail keeps the last 4 KiB of a command's output for error messages.
-type tail struct{ b []byte }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > 4096 {
-		t.b = t.b[len(t.b)-4096:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string { return string(bytes.TrimSpace(t.b)) }
-
-// safeRemove removes a build folder, first detaching anything still mounted
-// below it (a killed mmdebstrap may leave /proc, /sys or /dev mounts in its
-// chroot: removing through those would harm the host). It refuses to remove
-// a folder that still has mounts.
-func safeRemove(dir string) error {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	for try := 0; ; try++ {
-		mps, err := mounts.Under(dir)
-		if err != nil {
-			return err
-		}
-		if len(mps) == 0 {
-			break
-		}
-		if try == 3 {
-			return fmt.Errorf("%s still has mounts (%s); unmount them and remove it by hand", dir, strings.Join(mps, ", "))
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(mps))) // deepest first
-		for _, mp := range mps {
-			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
-		}
-	}
-	return os.RemoveAll(dir)
-}
+// safeRemove removes a build folder and what is mounted below it.
+func safeRemove(dir string) error { return debroot.SafeRemove(dir) }
 
 // StageLayer lays out the appliance layer in dst: a copy of the overlay
 // folder (modes and symbolic links kept, e.g. the wants/ link that enables

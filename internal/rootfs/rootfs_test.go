@@ -19,7 +19,10 @@ func TestHostMirror(t *testing.T) {
 		{"bookworm", "http://mirror.invalid/debian-archive", ""},
 		{"trixie", "http://mirror.invalid/debian", ""},
 		{"trixie-security", "http://security.mirror.invalid/debian-security", ""},
-		{"sid", "", "no apt source for suite \"sid\""}, // only in a disabled stanza and a *.disabled file
+		// Only in a disabled stanza and a *.disabled file: the archive of
+		// the machine's own release (etc/os-release: bookworm) serves it.
+		{"sid", "http://mirror.invalid/debian-archive", ""},
+		{"sid-security", "", "no apt source for suite \"sid-security\""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.suite, func(t *testing.T) {

@@ -10,12 +10,12 @@
 package stick
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/bootstick/bootstick/internal/render"
 
 	"github.com/bootstick/bootstick/internal/preflight"
 
@@ -169,6 +170,23 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	b, err := bundle.Load(o.Bundle)
 	if err != nil {
 		return nil, err
+	}
+	if o.Debs == nil || o.FetchDebs == nil {
+		// The OS's and the compute nodes' packages come from the bundle's
+		// suite, read through an apt configuration of mkusb's own.
+		mirror := b.OS.Mirror
+		if mirror == "" {
+			if mirror, err = o.Mirror(b.OS.Suite); err != nil {
+				return nil, err
+			}
+		}
+		apt := &debs.Apt{Suite: b.OS.Suite, Mirror: mirror, Dir: filepath.Join(o.Store.Root, "apt")}
+		if o.Debs == nil {
+			o.Debs = apt.Resolve
+		}
+		if o.FetchDebs == nil {
+			o.FetchDebs = apt.Fetch
+		}
 	}
 	prev, err := bundle.ReadLock(o.Lock)
 	if err != nil {
@@ -384,7 +402,7 @@ func (o *Options) defaults() error {
 			}
 			o.Progress.Start("toolchain (Kubernetes, etcd, CoreDNS, pause from source)", -1)
 			defer o.Progress.Done()
-			return toolchain.Build(ctx, toolchain.Options{Spec: spec, Store: o.Store, Epoch: o.Epoch})
+			return toolchain.Build(ctx, toolchain.Options{Spec: spec, Store: o.Store, Epoch: o.Epoch, Mirror: o.Mirror})
 		}
 	}
 	if o.OS == nil {
@@ -396,12 +414,6 @@ func (o *Options) defaults() error {
 			}
 			return OSResult{Kernel: r.Kernel, Initrd: r.Initrd, Squashfs: r.Squashfs}, nil
 		}
-	}
-	if o.Debs == nil {
-		o.Debs = debs.Resolve
-	}
-	if o.FetchDebs == nil {
-		o.FetchDebs = debs.Fetch
 	}
 	if o.Mirror == nil {
 		o.Mirror = func(suite string) (string, error) { return rootfs.HostMirror("/", suite) }
@@ -520,7 +532,7 @@ func loadSite(ctx context.Context, path, identity string, images []site.BundledI
 func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock, st *site.Site, siteImages []site.BundledImage) error {
 	in := completeness.Inputs{Manifests: map[string][]byte{}, KubernetesVersion: l.Kubernetes.Version, Site: st, SiteImages: siteImages}
 	for _, m := range l.Manifests {
-		data, err := os.ReadFile(b.Path(m.Path))
+		data, err := l.PinnedManifest(b, m)
 		if err != nil {
 			return err
 		}
@@ -545,7 +557,43 @@ func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.L
 	if err != nil {
 		return err
 	}
-	return completeness.Check(uses, have)
+	if err := completeness.Check(uses, have); err != nil {
+		return err
+	}
+	return checkDeployRamdisk(in.Manifests, l)
+}
+
+// checkDeployRamdisk fails when the stick ships the baremetal-operator but
+// not the deploy kernel and initramfs it hands Ironic (firstboot points
+// DEPLOY_KERNEL_URL and DEPLOY_RAMDISK_URL at /bundle/os-images).
+func checkDeployRamdisk(manifests map[string][]byte, l *bundle.Lock) error {
+	bmo := ""
+	for name, data := range manifests {
+		objs, err := render.DecodeYAML(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("manifests/%s: %w", name, err)
+		}
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" && o.GetName() == "baremetal-operator" {
+				bmo = name
+			}
+		}
+	}
+	if bmo == "" {
+		return nil
+	}
+	have := l.PayloadFiles()
+	var missing []string
+	for _, f := range []string{render.DeployRamdisk + ".kernel", render.DeployRamdisk + ".initramfs"} {
+		if _, ok := have["os-images/"+f]; !ok {
+			missing = append(missing, "os-images/"+f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("manifests/%s runs the baremetal-operator, but the stick lacks the deploy ramdisk it boots hosts with: /bundle/%s\nadd the ironic-python-agent artifact to the recipes, or files with those names to the bundle",
+			bmo, strings.Join(missing, ", /bundle/"))
+	}
+	return nil
 }
 
 // kubeadmBinary is an executable copy of the release's kubeadm.
@@ -612,7 +660,7 @@ func buildLayer(ctx context.Context, o Options, l *bundle.Lock) (cas.Digest, err
 		}
 	}
 	if o.Overlay != "" {
-		h, err := hashTree(o.Overlay)
+		h, err := cas.HashTree(o.Overlay)
 		if err != nil {
 			return "", err
 		}
@@ -656,42 +704,6 @@ func buildLayer(ctx context.Context, o Options, l *bundle.Lock) (cas.Digest, err
 	}
 	rec.Layer = d
 	return d, o.Store.PutAction(key, rec)
-}
-
-// hashTree hashes a folder's names, modes, link targets and contents.
-func hashTree(dir string) (string, error) {
-	entries := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			v += " -> " + t
-		case d.Type().IsRegular():
-			h, _, err := cas.HashFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(h)
-		}
-		entries[rel] = v
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("hashing %s: %w", dir, err)
-	}
-	return cas.Key(entries)
 }
 
 // stageTree lays out the ISO's tree: /live and /bundle.

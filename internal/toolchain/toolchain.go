@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/bootstick/bootstick/internal/rootfs"
 
 	"github.com/bootstick/bootstick/internal/command"
 
@@ -56,6 +57,16 @@ type Options struct {
 	Epoch time.Time
 	// Progress shows each recipe's compile (nil: none).
 	Progress progress.Progress
+	// Mirror gives the Debian mirror of a suite for the Debian roots;
+	// the build host's apt configuration when nil (rootfs.HostMirror).
+	Mirror func(suite string) (string, error)
+}
+
+func (o Options) mirror(suite string) (string, error) {
+	if o.Mirror != nil {
+		return o.Mirror(suite)
+	}
+	return rootfs.HostMirror("/", suite)
 }
 
 // The toolchain's records live in package record, which the lock reads
@@ -78,6 +89,9 @@ func (r *Result) BinDir() string { return filepath.Join(r.Dir, "bin") }
 
 // Bin is the path of one binary.
 func (r *Result) Bin(name string) string { return filepath.Join(r.Dir, "bin", name) }
+
+// File is the path of one artifact's file.
+func (r *Result) File(name string) string { return filepath.Join(r.Dir, "files", name) }
 
 // Layout is the OCI image layout.
 func (r *Result) Layout() string { return filepath.Join(r.Dir, "oci") }
@@ -116,17 +130,27 @@ type imageRecord struct{ ocibuild.Image }
 
 func (r *imageRecord) Blobs() []cas.Digest { return r.Image.Blobs() }
 
-// Build builds everything the spec names and returns the view.
 // Needs are the programs a toolchain build runs besides go: apt and dpkg
-// for the Debian packages of the kube-proxy image.
+// for the Debian packages of the kube-proxy image, mmdebstrap for the
+// Debian roots, and what packs the ramdisk and the disk images.
 func Needs() []preflight.Need {
 	return []preflight.Need{
 		preflight.Program("apt-get", "apt"),
 		preflight.Program("apt-cache", "apt"),
 		preflight.Program("dpkg-deb", "dpkg"),
+		preflight.Program("mmdebstrap", "mmdebstrap"),
+		preflight.Program("cpio", "cpio"),
+		preflight.Program("zstd", "zstd"),
+		preflight.Program("depmod", "kmod"),
+		preflight.Program("mkfs.ext4", "e2fsprogs"),
+		preflight.Program("qemu-img", "qemu-utils"),
+		preflight.Program("grub-mkimage", "grub-common"),
+		preflight.File("/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin"),
+		preflight.File("/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin"),
 	}
 }
 
+// Build builds everything the spec names and returns the view.
 func Build(ctx context.Context, opts Options) (*Result, error) {
 	if err := preflight.Check(Needs()...); err != nil {
 		return nil, err
@@ -179,6 +203,32 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	}
 
 	images := make([]ocibuild.Image, len(opts.Spec.Images))
+	built := make([]bool, len(images))
+	// Images of Debian roots and the artifacts, one at a time: each runs
+	// mmdebstrap, which shares the .deb cache.
+	for i := range opts.Spec.Images {
+		im := &opts.Spec.Images[i]
+		if im.Debian == nil {
+			continue
+		}
+		var root record.Root
+		var err error
+		images[i], root, built[i], err = buildDebianImage(ctx, opts, im)
+		if err != nil {
+			return nil, err
+		}
+		m.SetRoot(im.Ref, root)
+	}
+	for i := range opts.Spec.Artifacts {
+		a := &opts.Spec.Artifacts[i]
+		art, root, b, err := buildArtifact(ctx, opts, a)
+		if err != nil {
+			return nil, err
+		}
+		m.Actions["artifact "+a.Name] = b
+		m.Artifacts = append(m.Artifacts, art)
+		m.SetRoot(a.Name, root)
+	}
 	pkgsByImage := make([][]debs.Package, len(opts.Spec.Images))
 	for i, im := range opts.Spec.Images {
 		pkgs, err := debs.Resolve(ctx, im.Debs)
@@ -193,8 +243,10 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.NumCPU())
-	built := make([]bool, len(images))
 	for i := range opts.Spec.Images {
+		if opts.Spec.Images[i].Debian != nil {
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			images[i], built[i], err = buildImage(gctx, opts, &opts.Spec.Images[i], base, bins, pkgsByImage[i])
@@ -516,6 +568,16 @@ func writeView(s *cas.Store, m Manifest, images []ocibuild.Image) (string, error
 		}
 		if err := ocibuild.WriteLayout(s, filepath.Join(tmp, "oci"), images); err != nil {
 			return "", err
+		}
+		if err := os.Mkdir(filepath.Join(tmp, "files"), 0o755); err != nil {
+			return "", err
+		}
+		for _, a := range m.Artifacts {
+			for _, f := range a.Files {
+				if err := s.Link(f.Digest, filepath.Join(tmp, "files", f.Name)); err != nil {
+					return "", fmt.Errorf("writing toolchain view: %w", err)
+				}
+			}
 		}
 		if err := atomicfile.Write(filepath.Join(tmp, "toolchain.json"), append(mj, '\n'), 0o644); err != nil {
 			return "", err

@@ -16,6 +16,10 @@ type Manifest struct {
 	Images            []ImageRecord   `json:"images"`
 	Debs              []debs.Package  `json:"debs,omitempty"`
 	Recipes           []RecipeRecord  `json:"recipes"`
+	Artifacts         []Artifact      `json:"artifacts,omitempty"`
+	// Roots are the Debian roots images and artifacts were made of, by
+	// image ref or artifact name.
+	Roots   map[string]Root `json:"roots,omitempty"`
 	Actions           map[string]bool `json:"-"` // recipe or image -> built now (false: cached)
 }
 
@@ -33,8 +37,39 @@ type RecipeRecord struct {
 	Source string `json:"source"` // module@version or local folder@version
 }
 
+// Artifact is a built artifact: its files, by name.
+type Artifact struct {
+	Name   string `json:"name"`
+	Format string `json:"format"`
+	Files  []File `json:"files"`
+}
+
+// File is one file of an artifact.
+type File struct {
+	Name   string     `json:"name"`
+	Digest cas.Digest `json:"sha256"`
+	Size   int64      `json:"size"`
+}
+
+// Root is what a Debian root was made of: its suite and mirror, its pinned
+// packages' versions, and how many packages it holds.
+type Root struct {
+	Suite    string            `json:"suite"`
+	Mirror   string            `json:"mirror"`
+	Pinned   map[string]string `json:"pinned,omitempty"`
+	Packages int               `json:"packages"`
+}
+
 // ImageRecord is one built image.
 type ImageRecord struct {
 	Ref    string     `json:"ref"`
 	Digest cas.Digest `json:"digest"`
+}
+
+// SetRoot records the Debian root of an image or artifact.
+func (m *Manifest) SetRoot(name string, r Root) {
+	if m.Roots == nil {
+		m.Roots = map[string]Root{}
+	}
+	m.Roots[name] = r
 }

@@ -1,0 +1,124 @@
+package firstboot
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/render"
+)
+
+// osImagesLink is the fixed path the ironic Pod mounts the bundle's
+// os-images folder from (32-ironic.yaml): the bundle's own path differs
+// between the stick and host mode.
+const osImagesLink = "/run/bootstick/os-images"
+
+// LabelNeedsSite marks a Deployment that runs only with a site: Ironic and
+// BMO take their settings from the site's provisioning network.
+const LabelNeedsSite = "bootstick.dev/needs-site"
+
+// metal3Step gives Ironic and BMO what they wait for (the manifests step
+// applied their Deployments without waiting): the provisioning network of
+// the site (ConfigMaps), the credentials BMO talks to Ironic with (Secrets,
+// made on the first boot and kept after), and the stick's OS images at a
+// fixed path. Then it waits until Ironic's API answers (its readiness
+// probe) and BMO runs. Without a site there is nothing to provision: the
+// manifests step left Ironic and BMO out.
+func metal3Step(n *node) pipeline.Step {
+	return pipeline.Step{
+		Name: "metal3",
+		Hint: "check bootstrap.provisioning in the site (firstboot validate); rerunning keeps Ironic's credentials",
+		Done: func(ctx context.Context, pc *pipeline.Context) (bool, error) {
+			// /run does not survive a reboot: the link is made again.
+			if pc.Record.State != pipeline.StateDone {
+				return false, nil
+			}
+			if n.sitePath == "" {
+				return true, nil
+			}
+			t, err := os.Readlink(osImagesLink)
+			return err == nil && t == filepath.Join(n.bundle.dir, "os-images"), nil
+		},
+		Run: func(ctx context.Context, pc *pipeline.Context) error {
+			early, err := n.site()
+			if err != nil {
+				return err
+			}
+			if early == nil {
+				logctx.From(ctx).Info("no site: Ironic and the baremetal-operator are left out (they serve the site's provisioning network)")
+				return nil
+			}
+			if err := linkOSImages(filepath.Join(n.bundle.dir, "os-images")); err != nil {
+				return err
+			}
+			c, err := kube.Load(n.kubeconfig)
+			if err != nil {
+				return err
+			}
+			auth, err := ironicAuth(ctx, c)
+			if err != nil {
+				return err
+			}
+			objs, err := render.Metal3(early.Bootstrap.Provisioning, auth)
+			if err != nil {
+				return fmt.Errorf("site %s: %w", n.sitePath, err)
+			}
+			if err := c.ApplyObjects(ctx, objs); err != nil {
+				return err
+			}
+			logctx.From(ctx).Info("Ironic and the baremetal-operator configured", "interface", early.Bootstrap.Provisioning.Interface,
+				"address", early.Bootstrap.Provisioning.Address)
+			for _, d := range []struct{ ns, name, what string }{
+				{render.IronicNamespace, "ironic", "Ironic's API answers"},
+				{render.BMONamespace, "baremetal-operator", "the baremetal-operator runs"},
+			} {
+				if err := c.WaitDeployment(ctx, d.ns, d.name, n.opts.timeout); err != nil {
+					return err
+				}
+				logctx.From(ctx).Info(d.what, "deployment", d.ns+"/"+d.name)
+			}
+			return nil
+		},
+	}
+}
+
+// linkOSImages points osImagesLink at dir, replacing an older link.
+func linkOSImages(dir string) error {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the bundle has no os-images folder %s: the deploy ramdisk and the OS images live there (rebuild the stick)", dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(osImagesLink), 0o755); err != nil {
+		return err
+	}
+	tmp := osImagesLink + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(dir, tmp); err != nil {
+		return fmt.Errorf("linking %s: %w", osImagesLink, err)
+	}
+	if err := os.Rename(tmp, osImagesLink); err != nil {
+		return fmt.Errorf("linking %s: %w", osImagesLink, err)
+	}
+	return nil
+}
+
+// ironicAuth reads the credentials of an earlier run, or makes new ones.
+// A restarted BMO and Ironic then keep talking to each other.
+func ironicAuth(ctx context.Context, c *kube.Client) (render.IronicAuth, error) {
+	s, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
+	switch {
+	case err == nil && len(s.Data["username"]) > 0 && len(s.Data["password"]) > 0:
+		return render.IronicAuthFrom(string(s.Data["username"]), string(s.Data["password"]))
+	case err == nil || apierrors.IsNotFound(err):
+		return render.NewIronicAuth(rand.Reader)
+	default:
+		return render.IronicAuth{}, fmt.Errorf("reading Secret %s/%s: %w", render.BMONamespace, render.IronicCredentials, err)
+	}
+}

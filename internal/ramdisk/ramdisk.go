@@ -1,0 +1,193 @@
+// Package ramdisk packs a Debian root into a kernel and an initramfs that
+// holds the whole root, as diskimage-builder packs the deploy ramdisk: the
+// kernel unpacks the archive into its root file system and starts /init,
+// which is systemd, so the root runs from memory with no other disk.
+package ramdisk
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/command"
+)
+
+// Options say where the kernel and initramfs go.
+type Options struct {
+	Kernel, Initramfs string
+	// Modules are the folders below lib/modules/VERSION/kernel to keep
+	// (e.g. drivers/net); empty keeps every module.
+	Modules []string
+	// Level is zstd's level; 10 when zero.
+	Level int
+	// Epoch is every file's time in the archive.
+	Epoch time.Time
+}
+
+// Needs are the programs Pack runs.
+var Needs = []string{"cpio", "zstd", "depmod"}
+
+// Pack moves the newest kernel out of root/boot, trims the kernel modules,
+// and writes root as a newc cpio archive compressed with zstd. root is
+// changed on the way.
+func Pack(ctx context.Context, root string, o Options) error {
+	for _, n := range Needs {
+		if _, err := exec.LookPath(n); err != nil {
+			return fmt.Errorf("ramdisk: %s is missing (apt-get install cpio zstd kmod): %w", n, err)
+		}
+	}
+	kernels, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
+	if len(kernels) == 0 {
+		return fmt.Errorf("ramdisk: no kernel in %s/boot: add linux-image-amd64 to the root's packages", root)
+	}
+	sort.Strings(kernels)
+	k := kernels[len(kernels)-1]
+	version := strings.TrimPrefix(filepath.Base(k), "vmlinuz-")
+	if err := copyFile(k, o.Kernel); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	// The root is the ramdisk: the kernel, any initrd and the boot loader
+	// files stay out of it.
+	if err := os.RemoveAll(filepath.Join(root, "boot")); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "boot"), 0o755); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "init")); err != nil {
+		if err := os.Symlink("/lib/systemd/systemd", filepath.Join(root, "init")); err != nil {
+			return fmt.Errorf("ramdisk: %w", err)
+		}
+	}
+	if len(o.Modules) > 0 {
+		if err := trimModules(ctx, root, version, o.Modules); err != nil {
+			return err
+		}
+	}
+	return archive(ctx, root, o)
+}
+
+// trimModules keeps the named module folders of one kernel and rebuilds
+// the module index.
+func trimModules(ctx context.Context, root, version string, keep []string) error {
+	base := filepath.Join(root, "lib", "modules", version, "kernel")
+	var drop []string
+	err := filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(base, p)
+		for _, k := range keep {
+			if rel == k || strings.HasPrefix(rel, strings.TrimSuffix(k, "/")+"/") {
+				return nil
+			}
+		}
+		drop = append(drop, p)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ramdisk: listing modules: %w", err)
+	}
+	for _, p := range drop {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("ramdisk: %w", err)
+		}
+	}
+	if _, err := command.Run(ctx, command.Options{}, "depmod", "-b", root, version); err != nil {
+		return fmt.Errorf("ramdisk: indexing the kept modules: %w", err)
+	}
+	return nil
+}
+
+// archive writes the cpio archive: every path in byte order, owned by
+// root, with the epoch as its time, so the same root gives the same bytes.
+func archive(ctx context.Context, root string, o Options) error {
+	epoch := time.Unix(0, 0)
+	if !o.Epoch.IsZero() {
+		epoch = o.Epoch
+	}
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel != "." {
+			paths = append(paths, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	// touch -h sets a link's own time; it never follows one (an absolute
+	// link inside the root points at the build host's file).
+	if _, err := command.Run(ctx, command.Options{Dir: root}, "find", ".", "-exec", "touch", "-h", "-d", "@"+strconv.FormatInt(epoch.Unix(), 10), "{}", "+"); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	sort.Strings(paths)
+	level := o.Level
+	if level == 0 {
+		level = 10
+	}
+	tmp := o.Initramfs + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	defer os.Remove(tmp)
+	defer out.Close()
+	cpio := exec.CommandContext(ctx, "cpio", "--quiet", "-o", "-H", "newc", "--reproducible", "-R", "0:0", "--null")
+	cpio.Dir = root
+	cpio.Stdin = strings.NewReader(strings.Join(paths, "\x00") + "\x00")
+	zstd := exec.CommandContext(ctx, "zstd", "-q", "-T0", "-"+strconv.Itoa(level), "-c")
+	pipe, err := cpio.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	zstd.Stdin = pipe
+	zstd.Stdout = out
+	var cpioErr, zstdErr strings.Builder
+	cpio.Stderr, zstd.Stderr = &cpioErr, &zstdErr
+	if err := zstd.Start(); err != nil {
+		return fmt.Errorf("ramdisk: zstd: %w", err)
+	}
+	if err := cpio.Run(); err != nil {
+		_ = zstd.Wait()
+		return fmt.Errorf("ramdisk: cpio: %w: %s", err, command.Tail(cpioErr.String(), 10))
+	}
+	if err := zstd.Wait(); err != nil {
+		return fmt.Errorf("ramdisk: zstd: %w: %s", err, command.Tail(zstdErr.String(), 10))
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	return os.Rename(tmp, o.Initramfs)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

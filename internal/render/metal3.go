@@ -1,0 +1,123 @@
+package render
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootstick/bootstick/internal/site"
+)
+
+// Where the Metal3 stack runs and the objects firstboot gives it (manifests
+// 31-baremetal-operator.yaml and 32-ironic.yaml read them).
+const (
+	BMONamespace    = "baremetal-operator-system"
+	IronicNamespace = "ironic"
+	// BMOConfig is BMO's environment: where Ironic and the deploy
+	// ramdisk are.
+	BMOConfig = "ironic"
+	// IronicConfig is Ironic's environment: the provisioning network.
+	IronicConfig = "ironic-config"
+	// IronicCredentials holds the user and password BMO talks to
+	// Ironic with (files username and password, as BMO reads them).
+	IronicCredentials = "ironic-credentials"
+	// IronicHtpasswd holds the same user's bcrypt hash for Ironic.
+	IronicHtpasswd = "ironic-htpasswd"
+	// IronicAPIPort is Ironic's API.
+	IronicAPIPort = 6385
+	// DeployRamdisk is the base name of the deploy kernel and initramfs
+	// in os-images (NAME.kernel, NAME.initramfs).
+	DeployRamdisk = "ironic-python-agent"
+	// IronicUser is the user BMO is to Ironic.
+	IronicUser = "bootstick-bmo"
+)
+
+// IronicAuth is the credentials BMO and Ironic share. Password must never
+// be logged; Htpasswd is its bcrypt hash.
+type IronicAuth struct {
+	Username, Password, Htpasswd string
+}
+
+// NewIronicAuth makes a random password for IronicUser.
+func NewIronicAuth(rand io.Reader) (IronicAuth, error) {
+	b := make([]byte, 24)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return IronicAuth{}, fmt.Errorf("making Ironic's password: %w", err)
+	}
+	pw := base64.RawURLEncoding.EncodeToString(b)
+	return authFor(IronicUser, pw)
+}
+
+// IronicAuthFrom rebuilds the credentials from a stored password.
+func IronicAuthFrom(username, password string) (IronicAuth, error) {
+	return authFor(username, password)
+}
+
+func authFor(user, pw string) (IronicAuth, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	if err != nil {
+		return IronicAuth{}, fmt.Errorf("hashing Ironic's password: %w", err)
+	}
+	return IronicAuth{Username: user, Password: pw, Htpasswd: user + ":" + string(h) + "\n"}, nil
+}
+
+// ProvisioningIP is the bootstrap machine's address on the provisioning
+// network (bootstrap.provisioning.address without its prefix).
+func ProvisioningIP(p site.ProvisioningNetwork) (netip.Addr, error) {
+	pfx, err := netip.ParsePrefix(p.Address)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("bootstrap.provisioning.address %q: %w", p.Address, err)
+	}
+	return pfx.Addr(), nil
+}
+
+// Metal3 renders the objects Ironic and BMO read their settings from: the
+// provisioning network of the site and the credentials.
+func Metal3(p site.ProvisioningNetwork, auth IronicAuth) ([]Object, error) {
+	ip, err := ProvisioningIP(p)
+	if err != nil {
+		return nil, err
+	}
+	http := fmt.Sprintf("http://%s:%d", hostPort(ip), ImagePort)
+	meta := func(ns, name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{LabelManagedBy: "bootstick-firstboot"}}
+	}
+	cm := func(ns, name string, data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(ns, name), Data: data}
+	}
+	secret := func(ns, name string, data map[string]string) *corev1.Secret {
+		return &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta(ns, name),
+			Type: corev1.SecretTypeOpaque, StringData: data}
+	}
+	return []Object{
+		cm(BMONamespace, BMOConfig, map[string]string{
+			"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),
+			"DEPLOY_KERNEL_URL":   http + "/images/" + DeployRamdisk + ".kernel",
+			"DEPLOY_RAMDISK_URL":  http + "/images/" + DeployRamdisk + ".initramfs",
+			"DEPLOY_ARCHITECTURE": "x86_64",
+		}),
+		cm(IronicNamespace, IronicConfig, map[string]string{
+			"PROVISIONING_INTERFACE": p.Interface,
+			"PROVISIONING_IP":        ip.String(),
+			"DHCP_RANGE":             p.DHCPRange.Start + "," + p.DHCPRange.End,
+			"HTTP_PORT":              fmt.Sprint(ImagePort),
+			"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
+			"IRONIC_KERNEL_PARAMS":   "console=ttyS0,115200n8",
+		}),
+		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
+		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),
+	}, nil
+}
+
+// hostPort is an address as a URL's host: IPv6 in brackets.
+func hostPort(ip netip.Addr) string {
+	if ip.Is6() {
+		return "[" + ip.String() + "]"
+	}
+	return ip.String()
+}
