@@ -13,6 +13,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sitestep"
 	"github.com/bootstick/bootstick/internal/status"
 )
@@ -113,6 +114,25 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 	if c.PodsNotReady, err = kc.PodsNotReady(ctx, ""); err != nil {
 		c.Error = err.Error()
 		return c, out
+	}
+	for _, sv := range []struct{ name, ns, deploy, ready string }{
+		{"Ironic", render.IronicNamespace, "ironic", "ready (its API answers)"},
+		{"baremetal-operator", render.BMONamespace, "baremetal-operator", "ready"},
+		{"BPA", "bpa-system", "bpa-operator", "ready"},
+	} {
+		w, err := kc.DeploymentState(ctx, sv.ns, sv.deploy)
+		if err != nil {
+			c.Error = err.Error()
+			return c, out
+		}
+		s := status.Service{Name: sv.name, Deployment: sv.ns + "/" + sv.deploy, State: "not deployed", Restarts: w.Restarts}
+		switch {
+		case w.Ready:
+			s.State = sv.ready
+		case w.Present:
+			s.State, s.Detail = "not ready", w.Detail
+		}
+		c.Services = append(c.Services, s)
 	}
 	if len(hosts) > 0 {
 		states, err := kc.HostStates(ctx)

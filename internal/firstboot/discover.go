@@ -110,6 +110,18 @@ func openBundle(dir string) (bundleInfo, error) {
 	return b, nil
 }
 
+// osImages is the bundle's os-images folder: the deploy ramdisk and the
+// OS images. A bare layout of make toolchain keeps them beside it, in
+// files/.
+func (b bundleInfo) osImages() string {
+	if b.layout == b.dir {
+		if d := filepath.Join(filepath.Dir(b.dir), "files"); fileExists(d) {
+			return d
+		}
+	}
+	return filepath.Join(b.dir, "os-images")
+}
+
 // findImage returns the bundle's image whose repository ends in /name.
 func (b bundleInfo) findImage(name string) (registry.ImageRef, error) {
 	for _, img := range b.images {

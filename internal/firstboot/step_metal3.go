@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/bootstick/bootstick/internal/logctx"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
 )
 
 // osImagesLink is the fixed path the ironic Pod mounts the bundle's
@@ -45,7 +48,7 @@ func metal3Step(n *node) pipeline.Step {
 				return true, nil
 			}
 			t, err := os.Readlink(osImagesLink)
-			return err == nil && t == filepath.Join(n.bundle.dir, "os-images"), nil
+			return err == nil && t == n.bundle.osImages(), nil
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			early, err := n.site()
@@ -56,7 +59,10 @@ func metal3Step(n *node) pipeline.Step {
 				logctx.From(ctx).Info("no site: Ironic and the baremetal-operator are left out (they serve the site's provisioning network)")
 				return nil
 			}
-			if err := linkOSImages(filepath.Join(n.bundle.dir, "os-images")); err != nil {
+			if err := checkProvisioningAddress(early.Bootstrap.Provisioning); err != nil {
+				return err
+			}
+			if err := linkOSImages(n.bundle.osImages()); err != nil {
 				return err
 			}
 			c, err := kube.Load(n.kubeconfig)
@@ -121,4 +127,31 @@ func ironicAuth(ctx context.Context, c *kube.Client) (render.IronicAuth, error) 
 	default:
 		return render.IronicAuth{}, fmt.Errorf("reading Secret %s/%s: %w", render.BMONamespace, render.IronicCredentials, err)
 	}
+}
+
+// checkProvisioningAddress fails when the provisioning interface is not up
+// with its address: Ironic's API, its web server and DHCP bind to it.
+// On the stick the network unit sets it; in host mode the host's owner does.
+func checkProvisioningAddress(p site.ProvisioningNetwork) error {
+	want, err := render.ProvisioningIP(p)
+	if err != nil {
+		return err
+	}
+	ifc, err := net.InterfaceByName(p.Interface)
+	if err != nil {
+		return fmt.Errorf("bootstrap.provisioning.interface %s: %w (is it the name of this machine's provisioning NIC?)", p.Interface, err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return fmt.Errorf("bootstrap.provisioning.interface %s: %w", p.Interface, err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok && ip.Unmap() == want {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("interface %s does not have bootstrap.provisioning.address %s: Ironic serves the provisioning network from that address (add it: ip addr add %s dev %s)",
+		p.Interface, p.Address, p.Address, p.Interface)
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,4 +213,44 @@ func jsonPatchTaints(rv string, taints []corev1.Taint) ([]byte, error) {
 		taints = []corev1.Taint{}
 	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "spec": map[string]any{"taints": taints}})
+}
+
+// Workload is a Deployment as people check it: ready or not, and how often
+// its containers restarted.
+type Workload struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Present is false when the Deployment does not exist (left out).
+	Present  bool   `json:"present"`
+	Ready    bool   `json:"ready"`
+	Restarts int32  `json:"restarts"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// DeploymentState reads a Deployment and its pods' restart counts.
+func (c *Client) DeploymentState(ctx context.Context, ns, name string) (Workload, error) {
+	w := Workload{Namespace: ns, Name: name}
+	d, err := c.CS.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return w, nil
+	}
+	if err != nil {
+		return w, fmt.Errorf("reading Deployment %s/%s: %w", ns, name, err)
+	}
+	w.Present = true
+	w.Ready, w.Detail = deploymentDone(d)
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return w, fmt.Errorf("Deployment %s/%s: %w", ns, name, err)
+	}
+	pods, err := c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return w, fmt.Errorf("listing the pods of %s/%s: %w", ns, name, err)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			w.Restarts += cs.RestartCount
+		}
+	}
+	return w, nil
 }

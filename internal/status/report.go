@@ -37,6 +37,20 @@ type Cluster struct {
 	NodeReady bool `json:"nodeReady"`
 	// PodsNotReady are namespace/name (phase) of every pod not ready.
 	PodsNotReady []string `json:"podsNotReady"`
+	// Services are the appliance's own: Ironic, the baremetal-operator
+	// and the BPA.
+	Services []Service `json:"services,omitempty"`
+}
+
+// Service is one of the appliance's Deployments.
+type Service struct {
+	Name string `json:"name"` // what people call it: Ironic
+	// Deployment is namespace/name.
+	Deployment string `json:"deployment"`
+	// State is "ready", "not ready" or "not deployed".
+	State    string `json:"state"`
+	Restarts int32  `json:"restarts"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // Host is one site host: from the site (name, BMC without credentials,
@@ -183,6 +197,13 @@ func (r Report) WriteText(w io.Writer) error {
 				ready = "Ready"
 			}
 			fmt.Fprintf(&b, "node %s: %s\n", c.Node, ready)
+			for _, sv := range c.Services {
+				fmt.Fprintf(&b, "%s (%s): %s, %d restarts", sv.Name, sv.Deployment, sv.State, sv.Restarts)
+				if sv.Detail != "" {
+					fmt.Fprintf(&b, " (%s)", sv.Detail)
+				}
+				b.WriteString("\n")
+			}
 			if len(c.PodsNotReady) == 0 {
 				b.WriteString("pods: all ready\n")
 			} else {
