@@ -31,14 +31,22 @@ func fakeResolver() Resolver {
 				Images: []toolchain.ImageRecord{{Ref: "example.test/pause:1", Digest: cas.Digest("sha256:" + strings.Repeat("4", 64))}},
 			}, nil
 		},
-		Debs: func(ctx context.Context, names []string) ([]debs.Package, error) {
-			var out []debs.Package
-			for _, n := range names {
-				out = append(out, debs.Package{Name: n, Version: "1:1.0-1", Arch: "amd64", SHA256: cas.Digest("sha256:" + hexA)})
-			}
-			return out, nil
-		},
+		Debs:   fakeDebs("1:1.0-1", nil),
 		Mirror: func(string) (string, error) { return "http://mirror.invalid/debian", nil },
+	}
+}
+
+// fakeDebs resolves every package to version, noting the names asked.
+func fakeDebs(version string, asked *[]string) func(ctx context.Context, names []string) ([]debs.Package, error) {
+	return func(ctx context.Context, names []string) ([]debs.Package, error) {
+		if asked != nil {
+			*asked = append(*asked, names...)
+		}
+		var out []debs.Package
+		for _, n := range names {
+			out = append(out, debs.Package{Name: n, Version: version, Arch: "amd64", SHA256: cas.Digest("sha256:" + hexA)})
+		}
+		return out, nil
 	}
 }
 
@@ -85,6 +93,37 @@ func TestDefaultLocks(t *testing.T) {
 	}
 	if _, err := ParseLock("x.lock", []byte(`{"apiVersion":"bootstick.dev/v1alpha1","kind":"BundleLock","extra":1}`)); err == nil {
 		t.Error("unknown lock field accepted")
+	}
+}
+
+// TestNewSuiteRelocksPackages: the previous lock's package versions are
+// kept within a suite, and all asked again when the suite changes.
+func TestNewSuiteRelocksPackages(t *testing.T) {
+	b, err := Load("../../bundle/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fakeResolver()
+	first, err := Resolve(context.Background(), b, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	r.Debs = fakeDebs("2.0-1", &asked)
+	if _, err := Resolve(context.Background(), b, first, r); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 0 {
+		t.Errorf("the same suite asked apt again for %v", asked)
+	}
+	old := *first
+	old.OS.Suite = "bookworm"
+	l, err := Resolve(context.Background(), b, &old, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Packages.Debs[0].Version != "2.0-1" || l.OS.Packages[0].Version != "2.0-1" {
+		t.Errorf("a lock of another suite kept its versions: %+v %+v", l.Packages.Debs[0], l.OS.Packages[0])
 	}
 }
 

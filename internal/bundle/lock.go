@@ -182,6 +182,13 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		}
 		l.OS.Mirror = m
 	}
+	// Package versions are kept from the previous lock only when they
+	// came from the same suite and mirror: another suite has other
+	// versions of every package.
+	prevOS, prevDebs := prev.OS.Packages, debPackages(prev.Packages.Debs)
+	if prev.OS.Suite != l.OS.Suite || prev.OS.Mirror != l.OS.Mirror {
+		prevOS, prevDebs = nil, nil
+	}
 	if r.Debs != nil {
 		names := append([]string(nil), r.OSPackages...)
 		for _, n := range b.OS.Packages {
@@ -189,7 +196,7 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 				names = append(names, n)
 			}
 		}
-		pkgs, err := resolveDebs(ctx, r, names, prev.OS.Packages)
+		pkgs, err := resolveDebs(ctx, r, names, prevOS)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: os.packages: %w", b.File, err)
 		}
@@ -277,7 +284,7 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		l.Packages.Binaries = append(l.Packages.Binaries, bin)
 	}
 	if r.Debs != nil {
-		pkgs, err := resolveDebs(ctx, r, b.Packages.Debs, debPackages(prev.Packages.Debs))
+		pkgs, err := resolveDebs(ctx, r, b.Packages.Debs, prevDebs)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: packages.debs: %w", b.File, err)
 		}

@@ -69,26 +69,7 @@ func TestHostMode(t *testing.T) {
 	tc := toolchainDir(t)
 	// One host-mode node per machine: a second run of this test (another
 	// `go test` on the same host) waits here instead of colliding.
-	lockf, err := os.OpenFile("/run/bootstick-hostmode-test.lock", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lockf.Close() }) // after the reset below: cleanups run last-in first-out
-	if err := syscall.Flock(int(lockf.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "firstboot")
-	if out, err := exec.Command("go", "build", "-tags", "bootsticktest", "-o", bin, "github.com/bootstick/bootstick/cmd/firstboot").CombinedOutput(); err != nil {
-		t.Fatalf("building firstboot: %v\n%s", err, out)
-	}
-	h := &hostRun{t: t, bin: bin, tc: tc, data: "/var/lib/bootstick-test"}
-	t.Cleanup(func() {
-		out, err := h.cmd("reset", "--data", h.data).CombinedOutput()
-		if err != nil {
-			t.Errorf("reset: %v\n%s", err, out)
-		}
-		checkNothingLeft(t, h.data)
-	})
+	h := newHostRun(t, tc)
 
 	// Kill firstboot inside every step in turn: the test-only pause holds
 	// the target step just after it starts (recorded as running), even the

@@ -67,6 +67,19 @@ type Options struct {
 	HostPort, GuestPort int
 	// Binary defaults to qemu-system-x86_64; OVMFCode/OVMFVars to Debian's.
 	Binary, OVMFCode, OVMFVars string
+
+	// Disk, instead of Image, boots a disk image (qcow2) as the machine's
+	// first virtio disk (a compute host).
+	Disk string
+	// Kernel, Initrd and Append boot a kernel directly instead of Image
+	// (a deploy ramdisk).
+	Kernel, Initrd, Append string
+	// NICMAC, when set (and HostPort is not), gives the machine one NIC
+	// with this MAC on a restricted user network whose only ways out are
+	// GuestForwards: "GUESTIP:PORT=HOSTIP:PORT", a connection from the
+	// guest to GUESTIP:PORT reaching HOSTIP:PORT on this machine.
+	NICMAC        string
+	GuestForwards []string
 }
 
 // VM is a running machine.
@@ -82,11 +95,16 @@ type VM struct {
 
 // Start boots a machine. Stop it with Shutdown or Kill.
 func Start(ctx context.Context, o Options) (*VM, error) {
-	if o.Image == "" || o.Dir == "" {
-		return nil, fmt.Errorf("qemu: Image and Dir are required")
+	if (o.Image == "" && o.Kernel == "" && o.Disk == "") || o.Dir == "" {
+		return nil, fmt.Errorf("qemu: Image (or Disk or Kernel) and Dir are required")
 	}
-	if _, err := os.Stat(o.Image); err != nil {
-		return nil, fmt.Errorf("qemu: %w", err)
+	for _, f := range []string{o.Image, o.Disk, o.Kernel, o.Initrd} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("qemu: %w", err)
+		}
 	}
 	if o.Media == "" {
 		o.Media = CD
@@ -149,12 +167,19 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		return nil, fmt.Errorf("qemu: unknown firmware %q (bios or uefi)", o.Firmware)
 	}
 
-	switch o.Media {
-	case CD:
+	switch {
+	case o.Disk != "":
+		args = append(args, "-drive", "if=virtio,format=qcow2,file="+o.Disk)
+	case o.Kernel != "":
+		args = append(args, "-kernel", o.Kernel, "-append", o.Append)
+		if o.Initrd != "" {
+			args = append(args, "-initrd", o.Initrd)
+		}
+	case o.Media == CD:
 		args = append(args,
 			"-drive", "if=none,id=stick,media=cdrom,readonly=on,format=raw,file="+o.Image,
 			"-device", "ide-cd,drive=stick,bootindex=0")
-	case USB:
+	case o.Media == USB:
 		args = append(args,
 			"-device", "usb-ehci,id=ehci",
 			"-drive", "if=none,id=stick,format=raw,snapshot=on,file="+o.Image,
@@ -181,6 +206,16 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC),
 			"-netdev", "hubport,id=net1,hubid=1",
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=net1,addr=%#x,mac=%s", nicSlot+1, ProvisioningNICMAC))
+	} else if o.NICMAC != "" {
+		netdev := "user,id=net0,restrict=on"
+		for _, f := range o.GuestForwards {
+			guest, host, ok := strings.Cut(f, "=")
+			if !ok {
+				return nil, fmt.Errorf("qemu: guest forward %q: want GUESTIP:PORT=HOSTIP:PORT", f)
+			}
+			netdev += ",guestfwd=tcp:" + guest + "-tcp:" + host
+		}
+		args = append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0,mac="+o.NICMAC)
 	} else {
 		args = append(args, "-nic", "none")
 	}

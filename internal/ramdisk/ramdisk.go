@@ -7,7 +7,6 @@ package ramdisk
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +49,11 @@ func Pack(ctx context.Context, root string, o Options) error {
 	sort.Strings(kernels)
 	k := kernels[len(kernels)-1]
 	version := strings.TrimPrefix(filepath.Base(k), "vmlinuz-")
-	if err := copyFile(k, o.Kernel); err != nil {
+	kernel, err := os.ReadFile(k)
+	if err != nil {
+		return fmt.Errorf("ramdisk: %w", err)
+	}
+	if err := os.WriteFile(o.Kernel, kernel, 0o644); err != nil {
 		return fmt.Errorf("ramdisk: %w", err)
 	}
 	// The root is the ramdisk: the kernel, any initrd and the boot loader
@@ -173,21 +176,4 @@ func archive(ctx context.Context, root string, o Options) error {
 		return fmt.Errorf("ramdisk: %w", err)
 	}
 	return os.Rename(tmp, o.Initramfs)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -1,0 +1,69 @@
+package debroot
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestUpstream(t *testing.T) {
+	for in, want := range map[string]string{
+		"1:29.0.5-0+deb13u3": "29.0.5",
+		"10.2.0-3":           "10.2.0",
+		"2.91-1+deb13u2":     "2.91",
+		"1.0":                "1.0",
+		"2:1.2-3-4":          "1.2-3",
+	} {
+		if got := Upstream(in); got != want {
+			t.Errorf("Upstream(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCheckPins: a pin holds on the upstream version; a changed or missing
+// package is named with what the mirror gave.
+func TestCheckPins(t *testing.T) {
+	installed := []Installed{{Name: "ironic-common", Version: "1:29.0.5-0+deb13u3"}, {Name: "ipxe", Version: "1.21-1"}}
+	if err := checkPins(map[string]string{"ironic-common": "29.0.5"}, installed); err != nil {
+		t.Fatal(err)
+	}
+	err := checkPins(map[string]string{"ironic-common": "29.0.6", "ironic-python-agent": "10.2.0"}, installed)
+	if err == nil {
+		t.Fatal("changed pins passed")
+	}
+	for _, want := range []string{"ironic-common: pinned at 29.0.6, the mirror gave 1:29.0.5-0+deb13u3", "ironic-python-agent: pinned at 10.2.0, not installed", "images/recipes.yaml"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestPlaceholder: an empty package that satisfies a versioned dependency.
+func TestPlaceholder(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Fatalf("dpkg-deb is needed: %v", err)
+	}
+	deb, err := placeholder(context.Background(), t.TempDir(), "python3-libvirt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("dpkg-deb", "-f", deb, "Package", "Version", "Architecture").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); !strings.Contains(got, "Package: python3-libvirt") || !strings.Contains(got, "Version: 99:0-bootstick") || !strings.Contains(got, "Architecture: all") {
+		t.Errorf("control:\n%s", got)
+	}
+	files, err := exec.Command("dpkg-deb", "-c", deb).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(strings.TrimSpace(string(files)), "\n") > 0 {
+		t.Errorf("the placeholder carries files:\n%s", files)
+	}
+	if filepath.Ext(deb) != ".deb" {
+		t.Errorf("placeholder file %s", deb)
+	}
+}

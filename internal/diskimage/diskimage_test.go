@@ -1,0 +1,161 @@
+package diskimage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/partition/gpt"
+
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/qemu"
+)
+
+// TestLayout builds an image of a small root and reads it back: a GPT with
+// the BIOS boot, EFI and root partitions; GRUB's boot.img in the MBR
+// pointing at core.img, whose block list points at the rest of it; the EFI
+// loader on the EFI partition; and the root's grub.cfg and fstab naming
+// its file system by UUID.
+func TestLayout(t *testing.T) {
+	for _, n := range append(Needs, "debugfs") {
+		if _, err := exec.LookPath(n); err != nil {
+			t.Fatalf("%s is needed: %v", n, err)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	for p, data := range map[string]string{"boot/vmlinuz-6.1.0-1-amd64": "kernel", "boot/initrd.img-6.1.0-1-amd64": "initrd", "etc/hostname": "debian\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work := t.TempDir()
+	out := filepath.Join(t.TempDir(), "disk.qcow2")
+	if err := Build(context.Background(), root, out, Options{SizeMiB: 64, Epoch: time.Unix(1700000000, 0), Work: work}); err != nil {
+		t.Fatal(err)
+	}
+	raw := filepath.Join(t.TempDir(), "disk.raw")
+	if out, err := exec.Command("qemu-img", "convert", "-f", "qcow2", "-O", "raw", out, raw).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+
+	d, err := diskfs.Open(raw, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pt, err := d.GetPartitionTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, ok := pt.(*gpt.Table)
+	if !ok || len(table.Partitions) != 3 {
+		t.Fatalf("partition table %T %+v, want GPT with 3 partitions", pt, pt)
+	}
+	for i, want := range []gpt.Type{gpt.BIOSBoot, gpt.EFISystemPartition, gpt.LinuxFilesystem} {
+		if table.Partitions[i].Type != want {
+			t.Errorf("partition %d is %s, want %s", i+1, table.Partitions[i].Type, want)
+		}
+	}
+
+	img, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootImg, _ := os.ReadFile("/usr/lib/grub/i386-pc/boot.img")
+	if !bytes.Equal(img[:0x5c], bootImg[:0x5c]) {
+		t.Error("the MBR does not hold GRUB's boot.img")
+	}
+	if got := binary.LittleEndian.Uint64(img[0x5c:]); got != biosStart {
+		t.Errorf("boot.img loads core.img from sector %d, want %d", got, biosStart)
+	}
+	if img[510] != 0x55 || img[511] != 0xaa {
+		t.Error("the MBR lost its boot signature")
+	}
+	core := img[biosStart*sector : (biosStart+1)*sector]
+	if got := binary.LittleEndian.Uint64(core[sector-12:]); got != biosStart+1 {
+		t.Errorf("core.img's block list starts at %d, want %d", got, biosStart+1)
+	}
+	if n := binary.LittleEndian.Uint16(core[sector-4:]); n == 0 {
+		t.Error("core.img's block list is empty")
+	}
+
+	esp := table.Partitions[1]
+	espImg := filepath.Join(t.TempDir(), "esp.img")
+	os.WriteFile(espImg, img[esp.Start*sector:(esp.End+1)*sector], 0o644)
+	if out, err := exec.Command("mdir", "-i", espImg, "::/EFI/BOOT").CombinedOutput(); err != nil || !strings.Contains(strings.ToUpper(string(out)), "BOOTX64") {
+		t.Errorf("the EFI partition has no EFI/BOOT/BOOTX64.EFI: %v\n%s", err, out)
+	}
+
+	rootPart := table.Partitions[2]
+	rootImg := filepath.Join(t.TempDir(), "root.ext4")
+	os.WriteFile(rootImg, img[rootPart.Start*sector:(rootPart.End+1)*sector], 0o644)
+	uuid := stableUUID(root, time.Unix(1700000000, 0))
+	for file, want := range map[string]string{
+		"/boot/grub/grub.cfg": "linux /boot/vmlinuz-6.1.0-1-amd64 root=UUID=" + uuid,
+		"/etc/fstab":          "UUID=" + uuid + " / ext4",
+		"/etc/hostname":       "debian",
+	} {
+		out, err := exec.Command("debugfs", "-R", "cat "+file, rootImg).Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s in the root file system lacks %q: %v\n%s", file, want, err, out)
+		}
+	}
+	out2, _ := exec.Command("debugfs", "-R", "stats", rootImg).CombinedOutput()
+	if !strings.Contains(string(out2), uuid) {
+		t.Errorf("the root file system's UUID is not %s", uuid)
+	}
+}
+
+// TestComputeImageBoots boots the toolchain's compute OS image in QEMU, in
+// BIOS and in UEFI, to its login prompt: GRUB finds the root by UUID, the
+// kernel and initrd mount it, systemd and cloud-init start.
+func TestComputeImageBoots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots the compute OS image under TCG twice (make toolchain first): integration tier")
+	}
+	image := filepath.Join(cas.DefaultRoot(), "toolchain", "current", "files", "debian-13-compute.qcow2")
+	if _, err := os.Stat(image); err != nil {
+		t.Fatalf("%v: run make toolchain first", err)
+	}
+	for _, fw := range []qemu.Firmware{qemu.BIOS, qemu.UEFI} {
+		t.Run(string(fw), func(t *testing.T) {
+			dir := t.TempDir()
+			disk := filepath.Join(dir, "disk.qcow2")
+			if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image, disk).CombinedOutput(); err != nil {
+				t.Fatalf("qemu-img: %v\n%s", err, out)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			vm, err := qemu.Start(ctx, qemu.Options{Dir: dir, Firmware: fw, Disk: disk, MemoryMiB: 1024, CPUs: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vm.Kill()
+			if _, err := vm.WaitSerial(ctx, regexp.MustCompile(`login: `)); err != nil {
+				serial, _ := os.ReadFile(vm.SerialLog)
+				t.Fatalf("no login prompt: %v\n%s", err, tail(string(serial), 30))
+			}
+			serial, _ := os.ReadFile(vm.SerialLog)
+			if !strings.Contains(string(serial), "cloud-init") {
+				t.Errorf("cloud-init did not run:\n%s", tail(string(serial), 30))
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
