@@ -69,6 +69,9 @@ func StartIPMISim(ctx context.Context, dir, ip string, port int, username, passw
 	if strings.ContainsAny(username+password, "\" \n") {
 		return nil, fmt.Errorf("ipmi_sim: the user and password may not hold quotes, spaces or newlines")
 	}
+	if len(password) > 16 || len(username) > 16 {
+		return nil, fmt.Errorf("ipmi_sim: users and passwords of up to 16 bytes (it keeps IPMI 1.5-sized passwords)")
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
 		return nil, fmt.Errorf("ipmi_sim: %w", err)
 	}
