@@ -25,14 +25,14 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{"no image", Options{Dir: dir}, "Image and Dir are required"},
+		{"no image", Options{Dir: dir}, "and Dir are required"},
 		{"missing image", Options{Image: filepath.Join(dir, "nope.iso"), Dir: dir}, "nope.iso"},
 		{"bad firmware", Options{Image: img, Dir: dir, Firmware: "coreboot"}, "unknown firmware"},
 		{"bad media", Options{Image: img, Dir: dir, Media: "floppy"}, "unknown media"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if testing.Short() && tc.want != "Image and Dir are required" && !strings.Contains(tc.name, "missing") {
+			if testing.Short() && tc.want != "and Dir are required" && !strings.Contains(tc.name, "missing") {
 				t.Skip("probes KVM with a real QEMU: integration tier")
 			}
 			vm, err := Start(context.Background(), tc.o)
