@@ -9,18 +9,18 @@ import (
 
 // Manifest is toolchain.json.
 type Manifest struct {
-	Go                string          `json:"go"`
-	Epoch             int64           `json:"sourceDateEpoch"`
-	KubernetesVersion string          `json:"kubernetesVersion,omitempty"`
-	Binaries          []Binary        `json:"binaries"`
-	Images            []ImageRecord   `json:"images"`
-	Debs              []debs.Package  `json:"debs,omitempty"`
-	Recipes           []RecipeRecord  `json:"recipes"`
-	Artifacts         []Artifact      `json:"artifacts,omitempty"`
+	Go                string         `json:"go"`
+	Epoch             int64          `json:"sourceDateEpoch"`
+	KubernetesVersion string         `json:"kubernetesVersion,omitempty"`
+	Binaries          []Binary       `json:"binaries"`
+	Images            []ImageRecord  `json:"images"`
+	Debs              []debs.Package `json:"debs,omitempty"`
+	Recipes           []RecipeRecord `json:"recipes"`
+	Artifacts         []Artifact     `json:"artifacts,omitempty"`
 	// Roots are the Debian roots images and artifacts were made of, by
 	// image ref or artifact name.
 	Roots   map[string]Root `json:"roots,omitempty"`
-	Actions           map[string]bool `json:"-"` // recipe or image -> built now (false: cached)
+	Actions map[string]bool `json:"-"` // recipe or image -> built now (false: cached)
 }
 
 // Binary is one built binary.
