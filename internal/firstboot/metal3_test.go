@@ -20,6 +20,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/status"
 	"github.com/bootstick/bootstick/internal/virtbmc"
@@ -41,7 +42,8 @@ const (
 // and the baremetal-operator from the toolchain's images, configured from
 // the site. A BareMetalHost behind a BMC that answers IPMI (ipmi_sim)
 // registers (BMO creates its HostFirmwareComponents, the path of the v0.6.0
-// crash) and reaches inspecting. Ironic offers API 1.83, below the
+// crash) and reaches inspecting; the deploy ramdisk, booted in QEMU with
+// the host's MAC, looks itself up in Ironic. Ironic offers API 1.83, below the
 // firmware API (1.86) whose path crashes BMO v0.6.0, and for ten minutes
 // after the host is created neither Ironic nor BMO restarts. No password
 // reaches firstboot's output, its state or its status.
@@ -130,6 +132,28 @@ cluster:
 	if logs := ironicLog(t); !strings.Contains(logs, `moved to provision state "inspecting"`) {
 		t.Errorf("Ironic's log does not show the node inspecting:\n%s", command.Tail(logs, 20))
 	}
+
+	// The deploy ramdisk boots (QEMU, TCG) to the point where the agent
+	// looks itself up in Ironic by the host's MAC. Its only way out is
+	// Ironic's API; Ironic's log shows the lookup.
+	vm, err := qemu.Start(ctx, qemu.Options{
+		Dir: t.TempDir(), MemoryMiB: 2560, CPUs: 1,
+		Kernel: filepath.Join(files, "ironic-python-agent.kernel"), Initrd: filepath.Join(files, "ironic-python-agent.initramfs"),
+		Append: "console=ttyS0,115200n8 ipa-api-url=http://10.0.2.100:6385 ipa-insecure=1",
+		NICMAC: m3BootMAC, GuestForwards: []string{"10.0.2.100:6385=" + m3Address + ":6385"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	lookup := "GET /v1/lookup?addresses=" + strings.ReplaceAll(m3BootMAC, ":", "%3A")
+	if !logShows(ctx, lookup, 8*time.Minute) {
+		serial, _ := os.ReadFile(vm.SerialLog)
+		t.Fatalf("Ironic's log shows no %q from the deploy ramdisk:\n%s\nthe ramdisk's console:\n%s",
+			lookup, command.Tail(ironicLog(t), 15), command.Tail(string(serial), 40))
+	}
+	t.Logf("Ironic's log: %s", lookup)
+	vm.Kill()
 
 	// Ten minutes after the host was created, Ironic and BMO have not
 	// restarted once.
@@ -245,6 +269,24 @@ func waitHostState(t *testing.T, ctx context.Context, c *kube.Client, state stri
 		case <-ctx.Done():
 			t.Fatalf("host node-0 did not reach %s in %v (last: %s)\nIronic:\n%s\nBMO:\n%s", state, timeout, last,
 				command.Tail(ironicLog(t), 25), command.Tail(podLog(t, render.BMONamespace, "deploy/baremetal-operator", ""), 25))
+		case <-tick.C:
+		}
+	}
+}
+
+// logShows waits until Ironic's log holds want, or timeout.
+func logShows(ctx context.Context, want string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		if strings.Contains(podLog(nil, render.IronicNamespace, "deploy/ironic", "ironic"), want) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
 		case <-tick.C:
 		}
 	}
