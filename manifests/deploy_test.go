@@ -220,8 +220,16 @@ func TestManifestsApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(dep.Spec.Template.Spec.Containers) == 0 || !strings.Contains(dep.Spec.Template.Spec.Containers[0].Image, "@sha256:") {
-			t.Errorf("%s/%s: %+v", d.ns, d.name, dep.Spec.Template.Spec.Containers)
+		// The sources name images by tag; mkusb pins the digests from the
+		// lock (TestImagesPinnedFromLock).
+		cs := dep.Spec.Template.Spec.Containers
+		if len(cs) == 0 {
+			t.Errorf("%s/%s has no containers", d.ns, d.name)
+		}
+		for _, c := range cs {
+			if !strings.HasPrefix(c.Image, "registry.bootstick.dev/") {
+				t.Errorf("%s/%s container %s: image %q is not one the stick builds", d.ns, d.name, c.Name, c.Image)
+			}
 		}
 	}
 }
