@@ -146,7 +146,11 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 		}
 		for i := range out {
 			if s, ok := byName[out[i].Name]; ok {
-				out[i].State, out[i].Error = s.State, s.Error
+				out[i].State, out[i].ErrorType, out[i].Error = s.State, s.ErrorType, s.Error
+				out[i].Reason = status.HostReason(s.ErrorType, s.Error)
+				if !s.Since.IsZero() {
+					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()
+				}
 			} else {
 				out[i].Error = "no BareMetalHost"
 			}

@@ -10,7 +10,12 @@ import (
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/sitestep"
+	"github.com/bootstick/bootstick/internal/status"
 )
+
+// hostErrorSettle is how long a host's error must hold before the site
+// step counts the host as failed and ends (the operator keeps retrying).
+var hostErrorSettle = 90 * time.Second
 
 // siteStep applies the site's objects (BMC Secrets, BareMetalHosts, user
 // data, the Provisioning) and reports each host's state.
@@ -43,19 +48,34 @@ func siteStep(n *node) pipeline.Step {
 			if err := sitestep.WriteHosts(n.paths.hostsFile(), hosts); err != nil {
 				return err
 			}
-			states, err := sitestep.Watch(ctx, c, 15*time.Second)
+			// Follow every host to its end: provisioned, or an error that
+			// holds. A rerun (after a crash or a reboot) applies the same
+			// objects again, which creates nothing twice, and goes on
+			// following.
+			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
+				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle,
+				Progress: func(count string) { pc.Progress("site", count) },
+			})
 			if err != nil {
 				return err
 			}
-			pending := 0
+			log := logctx.From(ctx)
+			pending, provisioned := 0, 0
 			for _, s := range states {
-				if s.State == "" {
+				switch {
+				case s.State == "":
 					pending++
+				case s.Error != "":
+					log.Warn("host failed; the baremetal-operator keeps retrying, firstboot status follows it", "name", s.Name,
+						"state", s.State, "reason", status.HostReason(s.ErrorType, s.Error))
+				case s.State == "provisioned":
+					provisioned++
 				}
 			}
 			if pending > 0 {
-				logctx.From(ctx).Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
+				log.Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
 			}
+			log.Info(fmt.Sprintf("%d of %d hosts provisioned", provisioned, len(states)))
 			return nil
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +26,37 @@ type HostState struct {
 	// OperationalStatus is OK, discovered, error, ...
 	OperationalStatus string `json:"operationalStatus,omitempty"`
 	PoweredOn         bool   `json:"poweredOn"`
-	// Error is the operator's error message, if any.
-	Error string `json:"error,omitempty"`
+	// ErrorType is the operator's class of error ("registration error",
+	// "inspection error", ...), and Error its message, if any.
+	ErrorType string `json:"errorType,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Since is when the host entered its state, from the operator's
+	// operation history; zero when unknown.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// since is when a host entered its state: the start of the operation the
+// state belongs to, or the end of the one that led to it.
+func since(st metal3.ProvisioningState, h metal3.OperationHistory) time.Time {
+	var t metav1.Time
+	switch st {
+	case metal3.StateRegistering:
+		t = h.Register.Start
+	case metal3.StateInspecting:
+		t = h.Inspect.Start
+	case metal3.StateProvisioning:
+		t = h.Provision.Start
+	case metal3.StateProvisioned:
+		t = h.Provision.End
+	case metal3.StateDeprovisioning:
+		t = h.Deprovision.Start
+	case metal3.StateAvailable, metal3.StatePreparing:
+		t = h.Inspect.End
+		if t.IsZero() {
+			t = h.Register.End
+		}
+	}
+	return t.Time
 }
 
 var bmhResource = metal3.GroupVersion.WithResource("baremetalhosts")
@@ -50,7 +80,9 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 			State:             string(h.Status.Provisioning.State),
 			OperationalStatus: string(h.Status.OperationalStatus),
 			PoweredOn:         h.Status.PoweredOn,
+			ErrorType:         string(h.Status.ErrorType),
 			Error:             h.Status.ErrorMessage,
+			Since:             since(h.Status.Provisioning.State, h.Status.OperationHistory),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -44,6 +44,15 @@ type Context struct {
 	Record StepRecord
 }
 
+// Progress reports where the running step stands: systemd's STATUS and
+// the console show detail until the next event.
+func (c *Context) Progress(step, detail string) {
+	if c == nil || c.Observer == nil {
+		return
+	}
+	c.Observer.Update(Event{Step: step, Index: c.Index, Total: c.Total, Phase: PhaseProgress, Detail: detail})
+}
+
 // Phase is what happened to a step.
 type Phase string
 
@@ -52,6 +61,9 @@ const (
 	PhaseDone    Phase = "done"
 	PhaseSkipped Phase = "skipped" // done by an earlier run, or found in place
 	PhaseFailed  Phase = "failed"
+	// PhaseProgress is a running step's report of where it stands
+	// (Detail), e.g. the site's hosts by state.
+	PhaseProgress Phase = "progress"
 )
 
 // Event is one progress report.
@@ -61,6 +73,7 @@ type Event struct {
 	Phase        Phase
 	Duration     time.Duration // for done and failed
 	Err          error         // for failed
+	Detail       string        // for progress
 }
 
 // Observer receives the runner's events: STATUS lines, the console, a test.

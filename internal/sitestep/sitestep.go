@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
@@ -165,4 +167,116 @@ func ReadHosts(path string) ([]Host, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return hosts, nil
+}
+
+// FollowOptions tune Follow.
+type FollowOptions struct {
+	// NoOperator is how long to wait for a first provisioning state: none
+	// means no baremetal-operator acts on the hosts (reported, not an
+	// error).
+	NoOperator time.Duration
+	// ErrorSettle is how long a host's error must hold before the host
+	// counts as failed: the operator retries, and a passing error clears.
+	ErrorSettle time.Duration
+	// Poll is the interval between looks (default 2 s).
+	Poll time.Duration
+	// Progress gets the hosts counted by state each time that changes.
+	Progress func(string)
+}
+
+// Follow watches the BareMetalHosts until each is provisioned or has held
+// an error for ErrorSettle, logging every change of state or error. It
+// returns the last states; the caller says what failed.
+func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostState, error) {
+	log := logctx.From(ctx)
+	if o.Poll == 0 {
+		o.Poll = 2 * time.Second
+	}
+	start := time.Now()
+	last := map[string]string{}
+	erredSince := map[string]time.Time{}
+	lastCount := ""
+	tick := time.NewTicker(o.Poll)
+	defer tick.Stop()
+	for {
+		states, err := c.HostStates(ctx)
+		if err != nil {
+			log.Warn("reading the hosts' states; trying again", "err", err)
+		} else {
+			settled, anyState := 0, false
+			for _, h := range states {
+				st := h.State + "/" + h.ErrorType + "/" + h.Error
+				if last[h.Name] != st {
+					last[h.Name] = st
+					log.Info("host", "name", h.Name, "state", orNone(h.State), "error", h.Error)
+				}
+				anyState = anyState || h.State != ""
+				switch {
+				case h.Error == "":
+					delete(erredSince, h.Name)
+				case erredSince[h.Name].IsZero():
+					erredSince[h.Name] = time.Now()
+				}
+				if h.State == "provisioned" && h.Error == "" ||
+					h.Error != "" && time.Since(erredSince[h.Name]) >= o.ErrorSettle {
+					settled++
+				}
+			}
+			if count := CountStates(states); count != lastCount && o.Progress != nil {
+				lastCount = count
+				o.Progress(count)
+			}
+			if settled == len(states) {
+				return states, nil
+			}
+			if !anyState && time.Since(start) >= o.NoOperator {
+				return states, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return states, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// CountStates counts hosts by state, in the order a host goes through
+// them: "hosts: 1 provisioned, 2 inspecting (1 with an error)".
+func CountStates(states []kube.HostState) string {
+	order := []string{"provisioned", "provisioning", "available", "preparing", "inspecting", "registering", "deprovisioning", "deleting", "unmanaged", "externally provisioned", "powering off before delete", ""}
+	n, errs := map[string]int{}, 0
+	for _, h := range states {
+		n[h.State]++
+		if h.Error != "" {
+			errs++
+		}
+	}
+	var parts []string
+	seen := map[string]bool{}
+	add := func(st string) {
+		if n[st] > 0 && !seen[st] {
+			seen[st] = true
+			parts = append(parts, fmt.Sprintf("%d %s", n[st], orNone(st)))
+		}
+	}
+	for _, st := range order {
+		add(st)
+	}
+	rest := make([]string, 0, len(n))
+	for st := range n {
+		rest = append(rest, st)
+	}
+	sort.Strings(rest)
+	for _, st := range rest {
+		add(st)
+	}
+	out := "hosts: " + strings.Join(parts, ", ")
+	if len(states) == 0 {
+		out = "hosts: none"
+	}
+	if errs > 0 {
+		out += fmt.Sprintf(" (%d with an error: firstboot status)", errs)
+	}
+	return out
 }

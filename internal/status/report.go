@@ -61,7 +61,15 @@ type Host struct {
 	BMC   string `json:"bmc"`
 	MAC   string `json:"mac"`
 	State string `json:"state"`
-	Error string `json:"error,omitempty"`
+	// Since is when the host entered State (zero: unknown), and
+	// SecondsInState how long ago that was when the report was made.
+	Since          time.Time `json:"since,omitzero"`
+	SecondsInState float64   `json:"secondsInState,omitempty"`
+	// ErrorType and Error are the baremetal-operator's (with Ironic's
+	// message); Reason says in words what to do.
+	ErrorType string `json:"errorType,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // StepReport is one step.
@@ -217,13 +225,20 @@ func (r Report) WriteText(w io.Writer) error {
 	if len(r.Hosts) > 0 {
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tERROR")
+		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tFOR\tERROR")
 		for _, h := range r.Hosts {
-			state := h.State
+			state, took := h.State, "-"
 			if state == "" {
 				state = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, h.Error)
+			if h.SecondsInState > 0 {
+				took = fmtSeconds(h.SecondsInState)
+			}
+			why := h.Reason
+			if why == "" {
+				why = h.Error
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, took, why)
 		}
 		tw.Flush()
 	}

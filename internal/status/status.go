@@ -30,6 +30,8 @@ func Line(e pipeline.Event) string {
 		return fmt.Sprintf("step %d/%d: %s already done", e.Index, e.Total, e.Step)
 	case pipeline.PhaseFailed:
 		return fmt.Sprintf("step %d/%d: %s FAILED: %v", e.Index, e.Total, e.Step, e.Err)
+	case pipeline.PhaseProgress:
+		return fmt.Sprintf("step %d/%d: %s: %s", e.Index, e.Total, e.Step, e.Detail)
 	}
 	return e.Step
 }

@@ -1,0 +1,143 @@
+package vsite
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// libvirtd's configuration: QEMU runs as root with no confinement and no
+// cgroups (there may be no systemd), and logs to files.
+const qemuConf = `user = "root"
+group = "root"
+swtpm_user = "root"
+swtpm_group = "root"
+security_driver = "none"
+cgroup_controllers = [ ]
+stdio_handler = "file"
+`
+
+const libvirtdConf = `unix_sock_group = "root"
+unix_sock_rw_perms = "0700"
+auth_unix_rw = "none"
+`
+
+// libvirtDirs are the system paths libvirtd uses, each bound to a folder
+// of the site's own inside libvirtd's mount namespace.
+var libvirtDirs = []string{"/etc/libvirt", "/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt"}
+
+func (s *Site) libvirtDir(sys string) string {
+	return filepath.Join(s.opts.Dir, "libvirt", filepath.Base(sys))
+}
+
+func (s *Site) uri() string {
+	return "qemu:///system?socket=" + filepath.Join(s.libvirtDir("/run/libvirt"), "libvirt-sock")
+}
+
+func (s *Site) virsh(ctx context.Context, args ...string) ([]byte, error) {
+	return run(ctx, append([]string{"virsh", "-q", "-c", s.uri()}, args...)...)
+}
+
+// startLibvirt runs libvirtd inside the namespace (its domains' taps land
+// on the bridge) and inside a mount namespace where the site's folders
+// stand in for libvirt's system paths.
+func (s *Site) startLibvirt(ctx context.Context) error {
+	script := "set -e\n"
+	for _, sys := range libvirtDirs {
+		own := s.libvirtDir(sys)
+		os.RemoveAll(own)
+		if err := os.MkdirAll(own, 0o700); err != nil {
+			return fmt.Errorf("libvirt: %w", err)
+		}
+		if _, err := os.Stat(sys); os.IsNotExist(err) {
+			if err := os.MkdirAll(sys, 0o755); err != nil {
+				return fmt.Errorf("libvirt: mount point %s: %w", sys, err)
+			}
+			s.made = append(s.made, sys)
+		}
+		script += "mount --bind " + shellQuote(own) + " " + sys + "\n"
+	}
+	etc := s.libvirtDir("/etc/libvirt")
+	for name, body := range map[string]string{"qemu.conf": qemuConf, "libvirtd.conf": libvirtdConf} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o600); err != nil {
+			return fmt.Errorf("libvirt: %w", err)
+		}
+	}
+	bin, _ := lookPath("libvirtd")
+	script += "exec " + bin + " --pid-file " + shellQuote(filepath.Join(s.opts.Dir, "libvirtd.pid")) + "\n"
+	d, err := startDaemon("libvirtd", filepath.Join(s.opts.Dir, "libvirtd.log"), nil,
+		"ip", "netns", "exec", s.opts.Netns, "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	if err != nil {
+		return err
+	}
+	s.libvirt = d
+	return d.wait(ctx, time.Minute, func() bool {
+		_, err := s.virsh(ctx, "version")
+		return err == nil
+	})
+}
+
+// domainXML is a BIOS machine that boots from the network first, then its
+// disk: the order virtualbmc rewrites when Ironic sets the boot device.
+var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
+  <name>{{x .Name}}</name>
+  <memory unit='MiB'>{{.MemoryMiB}}</memory>
+  <vcpu>{{.CPUs}}</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/></os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/></cpu>
+  <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
+  <devices>
+    <emulator>{{x .Emulator}}</emulator>
+    <disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='unsafe'/><source file='{{x .Disk}}'/><target dev='vda' bus='virtio'/></disk>
+    <interface type='bridge'><source bridge='{{x .Bridge}}'/><mac address='{{x .MAC}}'/><model type='virtio'/></interface>
+    <serial type='file'><source path='{{x .Serial}}' append='on'/><target port='0'/></serial>
+    <console type='file'><source path='{{x .Serial}}' append='on'/><target type='serial' port='0'/></console>
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
+  </devices>
+</domain>
+`))
+
+func xmlText(s string) (string, error) {
+	var b bytes.Buffer
+	err := xml.EscapeText(&b, []byte(s))
+	return b.String(), err
+}
+
+// define makes the machine's blank disk and defines it, powered off.
+func (s *Site) define(ctx context.Context, m Machine) error {
+	disk := filepath.Join(s.opts.Dir, m.Name+".qcow2")
+	os.Remove(disk)
+	os.Remove(s.SerialLog(m.Name))
+	if _, err := run(ctx, "qemu-img", "create", "-q", "-f", "qcow2", disk, strconv.Itoa(m.DiskGiB)+"G"); err != nil {
+		return fmt.Errorf("machine %s: disk: %w", m.Name, err)
+	}
+	emulator, err := lookPath("qemu-system-x86_64")
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := domainXML.Execute(&b, struct {
+		Machine
+		Emulator, Disk, Bridge, Serial string
+	}{m, emulator, disk, bridge, s.SerialLog(m.Name)}); err != nil {
+		return fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	path := filepath.Join(s.opts.Dir, m.Name+".xml")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	if _, err := s.virsh(ctx, "define", path); err != nil {
+		return fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

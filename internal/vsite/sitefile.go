@@ -1,0 +1,103 @@
+package vsite
+
+import (
+	"fmt"
+	"net/netip"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// SiteHost is how a machine appears in the site file: the machine's own
+// BMC and MAC unless overridden (the fault tests give a wrong password, a
+// BMC nobody answers, or a MAC no NIC has).
+type SiteHost struct {
+	Machine string
+	// Address, when valid, is the host's static address on the
+	// provisioning network (network data for cloud-init); else DHCP.
+	Address netip.Addr
+	Role    string // master when empty
+	// Overrides.
+	BMCAddress, BMCPassword, BootMAC string
+}
+
+// SiteImage is the OS image every host gets.
+type SiteImage struct {
+	URL, Checksum, Format string
+	Bundled               string
+}
+
+// SiteFile is a site file for the machines: firstboot's bootstrap on
+// HostIface with HostAddr, a DHCP range for the deploy ramdisks, and one
+// host per SiteHost.
+func (s *Site) SiteFile(cluster string, image SiteImage, hosts []SiteHost, dhcpStart, dhcpEnd netip.Addr) ([]byte, error) {
+	type m = map[string]any
+	machines := map[string]Machine{}
+	for _, mc := range s.opts.Machines {
+		machines[mc.Name] = mc
+	}
+	var list []m
+	for _, h := range hosts {
+		mc, ok := machines[h.Machine]
+		if !ok && (h.BMCAddress == "" || h.BootMAC == "") {
+			return nil, fmt.Errorf("site file: no machine %s (and no BMC address and boot MAC of its own)", h.Machine)
+		}
+		bmc, pw, mac := s.BMCAddress(mc), mc.BMCPassword, mc.MAC
+		user := mc.BMCUser
+		if h.BMCAddress != "" {
+			bmc = h.BMCAddress
+		}
+		if h.BMCPassword != "" {
+			pw = h.BMCPassword
+		}
+		if h.BootMAC != "" {
+			mac = h.BootMAC
+		}
+		if user == "" {
+			user = "admin"
+		}
+		role := h.Role
+		if role == "" {
+			role = "master"
+		}
+		img := m{}
+		if image.Bundled != "" {
+			img["bundled"] = image.Bundled
+		} else {
+			img = m{"url": image.URL, "checksum": image.Checksum, "format": image.Format}
+		}
+		host := m{
+			"name": h.Machine, "role": role,
+			"bmc":            m{"address": bmc, "credentials": m{"username": user, "password": pw}},
+			"bootMACAddress": mac,
+			"image":          img,
+		}
+		if h.Address.IsValid() {
+			bits := s.opts.Network.Bits()
+			var b [4]byte
+			for i := 0; i < bits; i++ {
+				b[i/8] |= 0x80 >> (i % 8)
+			}
+			host["networkData"] = m{
+				"links":    []m{{"id": "prov", "type": "phy", "ethernet_mac_address": mac}},
+				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": netip.AddrFrom4(b).String()}},
+				"services": []m{},
+			}
+		}
+		list = append(list, host)
+	}
+	doc := m{
+		"apiVersion": "bootstick.dev/v1alpha1",
+		"kind":       "Site",
+		"bootstrap": m{
+			"provisioning": m{
+				"interface": s.opts.HostIface,
+				"address":   netip.PrefixFrom(s.opts.HostAddr, s.opts.Network.Bits()).String(),
+				"dhcpRange": m{"start": dhcpStart.String(), "end": dhcpEnd.String()},
+			},
+			"dataDisk": "/dev/disk/by-id/unused-in-host-mode",
+		},
+		"hosts":   list,
+		"cluster": m{"name": cluster},
+	}
+	return yaml.Marshal(doc)
+}

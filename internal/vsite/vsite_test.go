@@ -1,0 +1,89 @@
+package vsite
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBMCDrivesTheMachine starts a site of one machine and drives its BMC
+// as Ironic does, with ipmitool over IPMI 2.0 (lanplus) from this machine:
+// power on starts the QEMU machine, the boot device lands in its
+// definition, power off stops it; a wrong password is refused.
+func TestBMCDrivesTheMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts libvirtd, virtualbmc and a QEMU machine (root)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := Machine{Name: "vsite-test-0", MAC: "52:54:00:b0:0e:01", BMCPort: 6240, BMCUser: "admin", BMCPassword: "pw-vsite-test", MemoryMiB: 256}
+	s, err := Start(ctx, Options{
+		Dir: t.TempDir(), Netns: "bootstick-test-vsite-bmc", HostIface: "bsvs0",
+		Network: netip.MustParsePrefix("172.23.0.0/24"), HostAddr: netip.MustParseAddr("172.23.0.1"), BMCAddr: netip.MustParseAddr("172.23.0.2"),
+		Machines: []Machine{m},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat("/run/netns/bootstick-test-vsite-bmc"); err == nil {
+			t.Error("Close left the network namespace")
+		}
+	}()
+	if got := s.BMCAddress(m); got != "ipmi://172.23.0.2:6240" {
+		t.Errorf("BMC address %s", got)
+	}
+	ipmi := func(password string, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "ipmitool", append([]string{"-I", "lanplus", "-H", "172.23.0.2", "-p", "6240", "-U", "admin", "-P", password, "-R", "1", "-N", "2"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	state := func() string {
+		st, err := s.PowerState(ctx, m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := state(); st != "shut off" {
+		t.Fatalf("a new machine is %q, want shut off", st)
+	}
+	if out, err := ipmi("wrong-password", "power", "status"); err == nil {
+		t.Errorf("the BMC answered a wrong password: %s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"chassis", "bootdev", "disk"}, ""},
+		{[]string{"power", "on"}, "running"},
+		{[]string{"power", "status"}, ""},
+		{[]string{"power", "off"}, "shut off"},
+	} {
+		out, err := ipmi(m.BMCPassword, c.args...)
+		if err != nil {
+			t.Fatalf("ipmitool %s: %v\n%s", strings.Join(c.args, " "), err, out)
+		}
+		if c.want != "" {
+			if st := state(); st != c.want {
+				t.Errorf("after %s the machine is %q, want %q", strings.Join(c.args, " "), st, c.want)
+			}
+		}
+		if c.args[1] == "status" && !strings.Contains(out, "Chassis Power is on") {
+			t.Errorf("power status: %s", out)
+		}
+	}
+	xml, err := s.virsh(ctx, "dumpxml", "--inactive", m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(xml), "<boot dev='hd'/>") || strings.Contains(string(xml), "<boot dev='network'/>") {
+		t.Errorf("bootdev disk did not make the disk the boot device:\n%s", xml)
+	}
+}
