@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,41 +17,44 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
-	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/status"
-	"github.com/bootstick/bootstick/internal/virtbmc"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/vsite"
 )
 
-// The provisioning network of the Metal3 test: this machine's end of a
-// veth pair whose other end lives in a network namespace the test makes.
+// The virtual site of the provisioning test: this machine's end of the
+// veth (bsprov0, 172.22.0.1), the BMCs and the machines in a network
+// namespace the test makes (internal/vsite).
 const (
-	m3Netns     = "bootstick-test-prov"
-	m3Iface     = "bsprov0"
-	m3Peer      = "bsprov0p"
-	m3Address   = "172.22.0.1"
-	m3BootMAC   = "52:54:00:b0:07:10"
-	m3BMCPort   = 16230
-	m3WatchTime = 10 * time.Minute
+	m3Netns   = "bootstick-test-prov"
+	m3Iface   = "bsprov0"
+	m3Address = "172.22.0.1"
+	m3BMC     = "172.22.0.2"
+	m3HostIP  = "172.22.0.50"
 )
 
-// TestHostMetal3 brings this machine up in host mode with a site: Ironic
-// and the baremetal-operator from the toolchain's images, configured from
-// the site. A BareMetalHost behind a BMC that answers IPMI (ipmi_sim)
-// registers (BMO creates its HostFirmwareComponents, the path of the v0.6.0
-// crash) and reaches inspecting; the deploy ramdisk, booted in QEMU with
-// the host's MAC, looks itself up in Ironic. Ironic offers API 1.83, below the
-// firmware API (1.86) whose path crashes BMO v0.6.0, and for ten minutes
-// after the host is created neither Ironic nor BMO restarts. No password
-// reaches firstboot's output, its state or its status.
-func TestHostMetal3(t *testing.T) {
+// TestHostProvision is Journey A: firstboot in host mode with a site of
+// virtual hosts (QEMU under TCG, each with a virtualbmc BMC that Ironic
+// drives over IPMI). node-0 goes registering → inspecting → available →
+// provisioning → provisioned: it PXE-boots the deploy ramdisk from
+// Ironic's DHCP, TFTP and HTTP, gets the compute image written to its
+// disk, boots it, and cloud-init applies the user data and the network
+// data; an SSH login with firstboot's key shows the site's hostname and
+// address. Beside it, two hosts fail as a person would get them wrong —
+// a BMC that does not answer and a wrong BMC password — and status says
+// so in words. firstboot is killed during the site step: the next run
+// goes on following the hosts and creates nothing twice. Ironic and BMO
+// never restart; no password reaches firstboot's output, state or status.
+func TestHostProvision(t *testing.T) {
 	if testing.Short() {
-		t.Skip("brings up a real node with Ironic and the baremetal-operator on this host, and boots the deploy ramdisk in QEMU (root, make toolchain)")
+		t.Skip("brings up a real node with Ironic and the baremetal-operator on this host and provisions a QEMU machine through virtualbmc (root, make toolchain)")
 	}
 	tc := toolchainDir(t)
 	files := filepath.Join(filepath.Dir(filepath.Join(tc, "oci")), "files")
@@ -59,130 +64,141 @@ func TestHostMetal3(t *testing.T) {
 		}
 	}
 	h := newHostRun(t, tc)
-	provisioningNetwork(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
 	defer cancel()
-	bmcPassword := "bmc-" + randomHex(t, 6) // ipmi_sim keeps up to 16 bytes
-	bmc, err := virtbmc.StartIPMISim(ctx, t.TempDir(), "127.0.0.1", m3BMCPort, "admin", bmcPassword)
+
+	pw := func() string { return "bmc-" + randomHex(t, 6) }
+	machines := []vsite.Machine{
+		{Name: "node-0", MAC: "52:54:00:b0:07:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: pw()},
+		{Name: "node-badpass", MAC: "52:54:00:b0:07:11", BMCPort: 6231, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 256},
+	}
+	vs, err := vsite.Start(ctx, vsite.Options{
+		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
+		Network: netip.MustParsePrefix("172.22.0.0/24"), HostAddr: netip.MustParseAddr(m3Address), BMCAddr: netip.MustParseAddr(m3BMC),
+		Machines: machines,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bmc.Stop()
+	defer func() {
+		if err := vs.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	sum, _, err := cas.HashFile(filepath.Join(files, "debian-13-compute.qcow2"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	wrongPassword := pw()
+	siteYAML, err := vs.SiteFile("provision-test", vsite.SiteImage{
+		URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
+		Checksum: sum.Hex(), Format: "qcow2",
+	}, []vsite.SiteHost{
+		{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)},
+		{Machine: "node-badpass", BMCPassword: wrongPassword},
+		{Machine: "node-nobmc", BMCAddress: fmt.Sprintf("ipmi://%s:6239", m3BMC), BMCPassword: pw(), BootMAC: "52:54:00:b0:07:12"},
+	}, netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sitePath := filepath.Join(t.TempDir(), "site.yaml")
-	site := fmt.Sprintf(`apiVersion: bootstick.dev/v1alpha1
-kind: Site
-bootstrap:
-  provisioning:
-    interface: %s
-    address: %s/24
-    dhcpRange: {start: 172.22.0.10, end: 172.22.0.100}
-  dataDisk: /dev/disk/by-id/unused-in-host-mode
-hosts:
-- name: node-0
-  role: master
-  bmc:
-    address: ipmi://127.0.0.1:%d
-    credentials: {username: admin, password: %s}
-  bootMACAddress: %s
-  image:
-    url: http://%s:%d/images/debian-13-compute.qcow2
-    checksum: %s
-    format: qcow2
-cluster:
-  name: metal3-test
-`, m3Iface, m3Address, m3BMCPort, bmcPassword, m3BootMAC, m3Address, render.ImagePort, sum.Hex())
-	if err := os.WriteFile(sitePath, []byte(site), 0o600); err != nil {
+	if err := os.WriteFile(sitePath, siteYAML, 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	run := h.cmd("run", "--mode", "host", "--bundle", filepath.Join(tc, "oci"), "--data", h.data, "--site", sitePath)
-	out, err := run.CombinedOutput()
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, command.Tail(string(out), 40))
-	}
-	for _, want := range []string{"Ironic's API answers", "the baremetal-operator runs"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("firstboot did not log %q", want)
+	var outputs []string
+	startRun := func(name string) (*exec.Cmd, string) {
+		logPath := filepath.Join(t.TempDir(), name+".log")
+		f, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer f.Close()
+		run := h.cmd("run", "--mode", "host", "--bundle", filepath.Join(tc, "oci"), "--data", h.data, "--site", sitePath)
+		run.Stdout, run.Stderr = f, f
+		if err := run.Start(); err != nil {
+			t.Fatal(err)
+		}
+		outputs = append(outputs, logPath)
+		return run, logPath
+	}
+	readLog := func(p string) string {
+		data, _ := os.ReadFile(p)
+		return string(data)
 	}
 
-	c, err := kube.Load(adminConf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bmh, err := c.CS.CoreV1().Secrets(render.Namespace).Get(ctx, "node-0-bmc-secret", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the host's BMC Secret: %v", err)
-	}
-	created := bmh.CreationTimestamp.Time
-
+	// The first run: up to the site step, and until node-0 is inspecting.
+	first, firstLog := startRun("run-1")
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+	var c *kube.Client
+	tl := newTimeline()
+	waitFor(t, ctx, 30*time.Minute, "node-0 inspecting in the first run", func() (bool, string) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the first run ended before node-0 was inspecting: %v\n%s", err, command.Tail(readLog(firstLog), 40))
+		default:
+		}
+		if c == nil {
+			if cc, err := kube.Load(adminConf); err == nil {
+				c = cc
+			}
+			return false, "no cluster yet"
+		}
+		states := tl.look(ctx, c)
+		return states["node-0"].State == "inspecting", fmt.Sprint(states["node-0"])
+	})
+	uids := bmhUIDs(t, ctx, c)
 	// Ironic offers what BMO v0.6.0 needs (>= 1.81) and not the firmware
-	// API (1.86): BMO never calls GetFirmwareComponents' crashing path.
+	// API (1.86) whose path crashes BMO v0.6.0.
 	if v := ironicMaxVersion(t); v != "1.83" {
 		t.Errorf("Ironic offers API %s, want 1.83 (pinned to release 22.0, below the firmware API 1.86)", v)
 	}
+	first.Process.Kill()
+	<-exited
+	t.Logf("killed firstboot during the site step (node-0 inspecting)")
 
-	waitHostState(t, ctx, c, "inspecting", 8*time.Minute)
-	if logs := ironicLog(t); !strings.Contains(logs, `moved to provision state "inspecting"`) {
-		t.Errorf("Ironic's log does not show the node inspecting:\n%s", command.Tail(logs, 20))
-	}
-
-	// The deploy ramdisk boots (QEMU, TCG) to the point where the agent
-	// looks itself up in Ironic by the host's MAC. Its only way out is
-	// Ironic's API; Ironic's log shows the lookup.
-	vm, err := qemu.Start(ctx, qemu.Options{
-		Dir: t.TempDir(), MemoryMiB: 2560, CPUs: 1,
-		Kernel: filepath.Join(files, "ironic-python-agent.kernel"), Initrd: filepath.Join(files, "ironic-python-agent.initramfs"),
-		Append: "console=ttyS0,115200n8 ipa-api-url=http://10.0.2.100:6385 ipa-insecure=1",
-		NICMAC: m3BootMAC, GuestForwards: []string{"10.0.2.100:6385=" + m3Address + ":6385"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Kill()
-	lookup := "GET /v1/lookup?addresses=" + strings.ReplaceAll(m3BootMAC, ":", "%3A")
-	if !logShows(ctx, lookup, 8*time.Minute) {
-		serial, _ := os.ReadFile(vm.SerialLog)
-		t.Fatalf("Ironic's log shows no %q from the deploy ramdisk:\n%s\nthe ramdisk's console:\n%s",
-			lookup, command.Tail(ironicLog(t), 15), command.Tail(string(serial), 40))
-	}
-	t.Logf("Ironic's log: %s", lookup)
-	vm.Kill()
-
-	// Ten minutes after the host was created, Ironic and BMO have not
-	// restarted once.
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	for {
-		for _, d := range []struct{ ns, name string }{{render.IronicNamespace, "ironic"}, {render.BMONamespace, "baremetal-operator"}} {
-			w, err := c.DeploymentState(ctx, d.ns, d.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !w.Ready || w.Restarts != 0 {
-				t.Fatalf("%s/%s %v after the host was created: ready %v, %d restarts (%s)",
-					d.ns, d.name, time.Since(created).Round(time.Second), w.Ready, w.Restarts, w.Detail)
-			}
-		}
-		if time.Since(created) >= m3WatchTime {
-			break
-		}
+	// The second run goes on following the hosts to their end.
+	second, secondLog := startRun("run-2")
+	go func() { exited <- second.Wait() }()
+	var runErr error
+	waitFor(t, ctx, 45*time.Minute, "the second run to end", func() (bool, string) {
+		states := tl.look(ctx, c)
 		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-tick.C:
+		case runErr = <-exited:
+			return true, ""
+		default:
+		}
+		return false, fmt.Sprint(states["node-0"])
+	})
+	out := readLog(secondLog)
+	if runErr != nil {
+		t.Fatalf("the second run: %v\n%s\nIronic:\n%s", runErr, command.Tail(out, 40), command.Tail(ironicLog(t), 30))
+	}
+	tl.report(t)
+	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
+		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
+	}
+	if !strings.Contains(out, "1 of 3 hosts provisioned") {
+		t.Errorf("the second run did not log 1 of 3 hosts provisioned:\n%s", command.Tail(out, 30))
+	}
+	for _, st := range []string{"registering", "inspecting", "available", "provisioning", "provisioned"} {
+		if tl.first("node-0", st).IsZero() && st != "registering" {
+			t.Errorf("node-0 was never seen %s", st)
 		}
 	}
-	t.Logf("Ironic and BMO ran %v after the host was created with 0 restarts", time.Since(created).Round(time.Second))
 
-	// What people read: status shows both services, and nothing holds a
-	// password.
+	// The host boots its own disk; cloud-init gave it the site's name,
+	// address and firstboot's key.
+	hostname, addrs := sshRun(t, ctx, h.data, m3HostIP, vs.SerialLog("node-0"))
+	if hostname != "node-0" {
+		t.Errorf("the host calls itself %q, want node-0", hostname)
+	}
+	if !strings.Contains(addrs, m3HostIP+"/24") {
+		t.Errorf("ip addr on the host shows no %s/24:\n%s", m3HostIP, addrs)
+	}
+
+	// Status: each host's state, time in it, and the faults in words.
 	sout, err := h.cmd("status", "--data", h.data, "--json").Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
@@ -191,23 +207,54 @@ cluster:
 	if err := json.Unmarshal(sout, &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, sout)
 	}
-	seen := map[string]string{}
-	for _, s := range rep.Cluster.Services {
-		seen[s.Name] = s.State
+	byName := map[string]status.Host{}
+	for _, hs := range rep.Hosts {
+		byName[hs.Name] = hs
 	}
-	if !strings.HasPrefix(seen["Ironic"], "ready") || seen["baremetal-operator"] != "ready" {
-		t.Errorf("status shows services %v, want Ironic and the baremetal-operator ready", seen)
+	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
+		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
 	}
+	for name, want := range map[string]string{"node-badpass": "bmc.credentials", "node-nobmc": "bmc.address"} {
+		if hs := byName[name]; hs.ErrorType != "registration error" || !strings.Contains(hs.Reason, want) {
+			t.Errorf("status shows %s as %+v, want a registration error whose reason names %s", name, hs, want)
+		}
+	}
+	human, err := h.cmd("status", "--data", h.data).Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	t.Logf("firstboot status:\n%s", human)
+
+	// Ironic and BMO ran the whole journey without a restart.
+	for _, d := range []struct{ ns, name string }{{render.IronicNamespace, "ironic"}, {render.BMONamespace, "baremetal-operator"}} {
+		w, err := c.DeploymentState(ctx, d.ns, d.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.Ready || w.Restarts != 0 {
+			t.Errorf("%s/%s: ready %v, %d restarts (%s)", d.ns, d.name, w.Ready, w.Restarts, w.Detail)
+		}
+	}
+
+	// No password anywhere a person or a log can read.
 	ironicPW, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := map[string]string{"the BMC password": bmcPassword, "Ironic's password": string(ironicPW.Data["password"])}
+	secrets := map[string]string{"Ironic's password": string(ironicPW.Data["password"]), "the wrong BMC password": wrongPassword}
+	for _, m := range machines {
+		secrets[m.Name+"'s BMC password"] = m.BMCPassword
+	}
+	texts := map[string]string{"status --json": string(sout), "status": string(human), "Ironic's log": ironicLog(t),
+		"BMO's log": podLog(t, render.BMONamespace, "deploy/baremetal-operator", "")}
+	for _, p := range outputs {
+		texts[p] = readLog(p)
+	}
 	for what, secret := range secrets {
 		if len(secret) < 8 {
 			t.Fatalf("%s is too short to look for", what)
 		}
-		for name, text := range map[string]string{"firstboot run's output": string(out), "status --json": string(sout)} {
+		for name, text := range texts {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s holds %s", name, what)
 			}
@@ -224,72 +271,143 @@ cluster:
 	}
 }
 
-// provisioningNetwork makes the veth pair, its far end in a namespace of
-// the test's own, and removes both at the end.
-func provisioningNetwork(t *testing.T) {
-	t.Helper()
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	exec.Command("ip", "netns", "del", m3Netns).Run()
-	exec.Command("ip", "link", "del", m3Iface).Run()
-	ip("netns", "add", m3Netns)
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", m3Iface).Run()
-		exec.Command("ip", "netns", "del", m3Netns).Run()
-	})
-	ip("link", "add", m3Iface, "type", "veth", "peer", "name", m3Peer)
-	ip("link", "set", m3Peer, "netns", m3Netns)
-	ip("addr", "add", m3Address+"/24", "dev", m3Iface)
-	ip("link", "set", m3Iface, "up")
-	ip("-n", m3Netns, "link", "set", m3Peer, "up")
+// timeline records when each host was first seen in each state.
+type timeline struct {
+	start time.Time
+	seen  map[string]map[string]time.Time
+	order map[string][]string
+	last  map[string]kube.HostState
 }
 
-// waitHostState waits until node-0's BareMetalHost is in state.
-func waitHostState(t *testing.T, ctx context.Context, c *kube.Client, state string, timeout time.Duration) {
+func newTimeline() *timeline {
+	return &timeline{start: time.Now(), seen: map[string]map[string]time.Time{}, order: map[string][]string{}, last: map[string]kube.HostState{}}
+}
+
+// look reads the hosts' states and records what is new.
+func (tl *timeline) look(ctx context.Context, c *kube.Client) map[string]kube.HostState {
+	if c == nil {
+		return tl.last
+	}
+	states, err := c.HostStates(ctx)
+	if err != nil {
+		return tl.last
+	}
+	for _, s := range states {
+		tl.last[s.Name] = s
+		if tl.seen[s.Name] == nil {
+			tl.seen[s.Name] = map[string]time.Time{}
+		}
+		if _, ok := tl.seen[s.Name][s.State]; !ok {
+			tl.seen[s.Name][s.State] = time.Now()
+			tl.order[s.Name] = append(tl.order[s.Name], s.State)
+		}
+	}
+	return tl.last
+}
+
+func (tl *timeline) first(host, state string) time.Time { return tl.seen[host][state] }
+
+// report logs node-0's time in each state.
+func (tl *timeline) report(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node-0's states (seen every 2 s):\n  %-14s %10s %10s\n", "STATE", "ENTERED", "FOR")
+	order := tl.order["node-0"]
+	for i, st := range order {
+		at := tl.seen["node-0"][st]
+		took := "-"
+		if i+1 < len(order) {
+			took = tl.seen["node-0"][order[i+1]].Sub(at).Round(time.Second).String()
+		}
+		name := st
+		if name == "" {
+			name = "(none)"
+		}
+		fmt.Fprintf(&b, "  %-14s %10s %10s\n", name, "+"+at.Sub(tl.start).Round(time.Second).String(), took)
+	}
+	if p, r := tl.first("node-0", "provisioned"), tl.first("node-0", "registering"); !p.IsZero() && !r.IsZero() {
+		fmt.Fprintf(&b, "  registering to provisioned: %v\n", p.Sub(r).Round(time.Second))
+	}
+	t.Log(b.String())
+}
+
+// waitFor polls cond every 2 s until it holds or timeout; what names the
+// wait, and cond's second result is shown when it times out.
+func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	last := ""
 	for {
-		states, err := c.HostStates(ctx)
-		if err == nil && len(states) == 1 {
-			last = states[0].State + " " + states[0].Error
-			if states[0].State == state {
-				t.Logf("host node-0: %s", state)
-				return
-			}
+		ok, last := cond()
+		if ok {
+			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("host node-0 did not reach %s in %v (last: %s)\nIronic:\n%s\nBMO:\n%s", state, timeout, last,
+			t.Fatalf("waiting %v for %s (last: %s)\nIronic:\n%s\nBMO:\n%s", timeout, what, last,
 				command.Tail(ironicLog(t), 25), command.Tail(podLog(t, render.BMONamespace, "deploy/baremetal-operator", ""), 25))
 		case <-tick.C:
 		}
 	}
 }
 
-// logShows waits until Ironic's log holds want, or timeout.
-func logShows(ctx context.Context, want string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	for {
-		if strings.Contains(podLog(nil, render.IronicNamespace, "deploy/ironic", "ironic"), want) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
+// bmhUIDs are the BareMetalHosts' UIDs by name.
+func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]string {
+	t.Helper()
+	states, err := c.HostStates(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	out := map[string]string{}
+	for _, s := range states {
+		out[s.Name] = s.UID
+	}
+	if len(out) != 3 {
+		t.Fatalf("%d BareMetalHosts, want 3: %v", len(out), out)
+	}
+	return out
+}
+
+// sshRun logs in to the host with firstboot's key as cloud-init's default
+// user, and returns its hostname and ip addr. The host key is not checked
+// here: pinning it is the BPA's job.
+func sshRun(t *testing.T, ctx context.Context, data, ip, serial string) (string, string) {
+	t.Helper()
+	keyPEM, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ClientConfig{User: "debian", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
+	var client *ssh.Client
+	var lastErr error
+	waitFor(t, ctx, 15*time.Minute, "an SSH login to "+ip, func() (bool, string) {
+		client, lastErr = ssh.Dial("tcp", net.JoinHostPort(ip, "22"), cfg)
+		if lastErr != nil {
+			serialLog, _ := os.ReadFile(serial)
+			return false, lastErr.Error() + "\nconsole:\n" + command.Tail(string(serialLog), 20)
+		}
+		return true, ""
+	})
+	defer client.Close()
+	run := func(cmd string) string {
+		sess, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		out, err := sess.CombinedOutput(cmd)
+		if err != nil {
+			t.Fatalf("ssh %s %q: %v\n%s", ip, cmd, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	return run("hostname"), run("ip -o addr")
 }
 
 // ironicMaxVersion is the newest API version Ironic offers.

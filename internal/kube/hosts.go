@@ -16,6 +16,8 @@ import (
 // HostState is one BareMetalHost's state, for firstboot status.
 type HostState struct {
 	Name string `json:"name"`
+	// UID is the BareMetalHost's: a host made again gets a new one.
+	UID string `json:"-"`
 	// Role is the host's role label.
 	Role string `json:"role,omitempty"`
 	// BootMACAddress is the host's boot MAC address.
@@ -75,6 +77,7 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 		}
 		out = append(out, HostState{
 			Name:              h.Name,
+			UID:               string(h.UID),
 			Role:              h.Labels[render.LabelRole],
 			BootMACAddress:    h.Spec.BootMACAddress,
 			State:             string(h.Status.Provisioning.State),

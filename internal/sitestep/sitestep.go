@@ -100,40 +100,6 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	return hosts, nil
 }
 
-// Watch polls the BareMetalHosts until each has a provisioning state or
-// until wait passes, logging every change. Without a baremetal-operator
-// the states stay empty: that is reported, not an error.
-func Watch(ctx context.Context, c *kube.Client, wait time.Duration) ([]kube.HostState, error) {
-	log := logctx.From(ctx)
-	deadline := time.Now().Add(wait)
-	last := map[string]string{}
-	for {
-		states, err := c.HostStates(ctx)
-		if err != nil {
-			return nil, err
-		}
-		all := true
-		for _, h := range states {
-			st := h.State + "/" + h.Error
-			if last[h.Name] != st {
-				last[h.Name] = st
-				log.Info("host", "name", h.Name, "state", orNone(h.State), "error", h.Error)
-			}
-			if h.State == "" {
-				all = false
-			}
-		}
-		if all || time.Now().After(deadline) {
-			return states, nil
-		}
-		select {
-		case <-ctx.Done():
-			return states, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "(none yet)"

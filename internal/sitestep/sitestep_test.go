@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
@@ -107,7 +106,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	key, _ := os.ReadFile(priv)
 
-	states1, err := Watch(ctx, kc, 2*time.Second)
+	states1, err := Follow(ctx, kc, FollowOptions{}) // no operator here: it returns at once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,3 +169,14 @@ func resourceVersions(t *testing.T, ctx context.Context, env *kubetest.Env) stri
 }
 
 func metav1ListOptions() metav1.ListOptions { return metav1.ListOptions{} }
+
+func TestCountStates(t *testing.T) {
+	got := CountStates([]kube.HostState{{State: "registering", Error: "x"}, {State: "provisioned"}, {State: "registering"}, {State: ""}, {State: "inspecting"}})
+	want := "hosts: 1 provisioned, 1 inspecting, 2 registering, 1 (none yet) (1 with an error: firstboot status)"
+	if got != want {
+		t.Errorf("CountStates = %q, want %q", got, want)
+	}
+	if got := CountStates(nil); got != "hosts: none" {
+		t.Errorf("no hosts: %q", got)
+	}
+}

@@ -112,6 +112,11 @@ func TestConsoleBanner(t *testing.T) {
 			t.Errorf("banner lacks %q:\n%s", want, got)
 		}
 	}
+	c.Update(pipeline.Event{Step: "site", Index: 12, Total: 13, Phase: pipeline.PhaseProgress, Detail: "hosts: 1 provisioned, 2 registering (2 with an error: firstboot status)"})
+	got, _ = os.ReadFile(p)
+	if !strings.Contains(string(got), "in progress") || !strings.Contains(string(got), "step 12/13: site: hosts: 1 provisioned, 2 registering") {
+		t.Errorf("the banner does not count the hosts by state:\n%s", got)
+	}
 	c.Update(pipeline.Event{Step: "containerd", Index: 5, Total: 11, Phase: pipeline.PhaseFailed, Err: errors.New(`bad \path`)})
 	got, _ = os.ReadFile(p)
 	if !strings.Contains(string(got), "FAILED") || !strings.Contains(string(got), `bad \\path`) {
@@ -150,5 +155,20 @@ func TestNotifierSendsStatus(t *testing.T) {
 	}
 	if got[0] != "STATUS=step 4/11: registry done in 1.2s" || got[1] != "READY=1\nSTATUS=node ready" {
 		t.Errorf("notifications %q", got)
+	}
+}
+
+func TestHostReasonSaysWhatToDo(t *testing.T) {
+	for _, c := range []struct{ typ, msg, want string }{
+		{"registration error", "Failed to get power state for node 1be26c0b. Error: IPMI call failed: power status.", "check the host's bmc.address and bmc.credentials"},
+		{"registration error", "RAKP 2 message indicates an error : unauthorized name", "refused the user name or password"},
+		{"inspection error", "Timeout reached while inspecting the node", "bootMACAddress"},
+		{"provisioning error", "Image checksum mismatch: expected 9f86d0, got 2c26b4", "image.checksum"},
+		{"", "", ""},
+	} {
+		got := HostReason(c.typ, c.msg)
+		if !strings.Contains(got, c.want) || c.want != "" && !strings.Contains(got, c.typ) {
+			t.Errorf("HostReason(%q, %q) = %q, want it to say %q", c.typ, c.msg, got, c.want)
+		}
 	}
 }
