@@ -369,8 +369,8 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 	return out
 }
 
-// sshRun logs in to the host with firstboot's key as cloud-init's default
-// user, and returns its hostname and ip addr. The host key is not checked
+// sshRun logs in to the host as root with firstboot's key (the user data
+// keeps root's login open), and returns its hostname and ip addr. The host key is not checked
 // here: pinning it is the BPA's job.
 func sshRun(t *testing.T, ctx context.Context, data, ip, serial string) (string, string) {
 	t.Helper()
@@ -382,7 +382,7 @@ func sshRun(t *testing.T, ctx context.Context, data, ip, serial string) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &ssh.ClientConfig{User: "debian", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
 	var client *ssh.Client
 	var lastErr error

@@ -22,8 +22,9 @@ type SiteHost struct {
 
 // SiteImage is the OS image every host gets.
 type SiteImage struct {
-	URL, Checksum, Format string
-	Bundled               string
+	URL, Format string
+	Checksum    string // SHA-256, hex
+	Bundled     string
 }
 
 // SiteFile is a site file for the machines: firstboot's bootstrap on
@@ -63,7 +64,7 @@ func (s *Site) SiteFile(cluster string, image SiteImage, hosts []SiteHost, dhcpS
 		if image.Bundled != "" {
 			img["bundled"] = image.Bundled
 		} else {
-			img = m{"url": image.URL, "checksum": image.Checksum, "format": image.Format}
+			img = m{"url": image.URL, "checksum": image.Checksum, "checksumType": "sha256", "format": image.Format}
 		}
 		host := m{
 			"name": h.Machine, "role": role,
