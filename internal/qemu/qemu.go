@@ -71,15 +71,10 @@ type Options struct {
 	// Disk, instead of Image, boots a disk image (qcow2) as the machine's
 	// first virtio disk (a compute host).
 	Disk string
-	// Kernel, Initrd and Append boot a kernel directly instead of Image
-	// (a deploy ramdisk).
-	Kernel, Initrd, Append string
-	// NICMAC, when set (and HostPort is not), gives the machine one NIC
-	// with this MAC on a restricted user network whose only ways out are
-	// GuestForwards: "GUESTIP:PORT=HOSTIP:PORT", a connection from the
-	// guest to GUESTIP:PORT reaching HOSTIP:PORT on this machine.
-	NICMAC        string
-	GuestForwards []string
+	// ProvisioningTap, with HostPort, puts the provisioning NIC on this
+	// open tap device (a virtual site's bridge, vsite.Site.Tap) instead of
+	// an empty hub.
+	ProvisioningTap *os.File
 }
 
 // VM is a running machine.
@@ -95,10 +90,10 @@ type VM struct {
 
 // Start boots a machine. Stop it with Shutdown or Kill.
 func Start(ctx context.Context, o Options) (*VM, error) {
-	if (o.Image == "" && o.Kernel == "" && o.Disk == "") || o.Dir == "" {
-		return nil, fmt.Errorf("qemu: Image (or Disk or Kernel) and Dir are required")
+	if (o.Image == "" && o.Disk == "") || o.Dir == "" {
+		return nil, fmt.Errorf("qemu: Image (or Disk) and Dir are required")
 	}
-	for _, f := range []string{o.Image, o.Disk, o.Kernel, o.Initrd} {
+	for _, f := range []string{o.Image, o.Disk} {
 		if f == "" {
 			continue
 		}
@@ -170,11 +165,6 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 	switch {
 	case o.Disk != "":
 		args = append(args, "-drive", "if=virtio,format=qcow2,file="+o.Disk)
-	case o.Kernel != "":
-		args = append(args, "-kernel", o.Kernel, "-append", o.Append)
-		if o.Initrd != "" {
-			args = append(args, "-initrd", o.Initrd)
-		}
 	case o.Media == CD:
 		args = append(args,
 			"-drive", "if=none,id=stick,media=cdrom,readonly=on,format=raw,file="+o.Image,
@@ -200,28 +190,26 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		// Fixed PCI slots and MACs: the guest names the NICs NICName and
 		// ProvisioningNICName in every boot mode (a USB controller would
 		// shift a free slot). The second NIC is the provisioning network:
-		// a hub with no other port, so nothing answers there.
+		// a virtual site's tap, or a hub with no other port, so nothing
+		// answers there.
 		args = append(args,
 			"-netdev", fmt.Sprintf("user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC),
-			"-netdev", "hubport,id=net1,hubid=1",
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=net1,addr=%#x,mac=%s", nicSlot+1, ProvisioningNICMAC))
-	} else if o.NICMAC != "" {
-		netdev := "user,id=net0,restrict=on"
-		for _, f := range o.GuestForwards {
-			guest, host, ok := strings.Cut(f, "=")
-			if !ok {
-				return nil, fmt.Errorf("qemu: guest forward %q: want GUESTIP:PORT=HOSTIP:PORT", f)
-			}
-			netdev += ",guestfwd=tcp:" + guest + "-tcp:" + host
+		if o.ProvisioningTap != nil {
+			args = append(args, "-netdev", "tap,id=net1,fd=3") // ExtraFiles[0]
+		} else {
+			args = append(args, "-netdev", "hubport,id=net1,hubid=1")
 		}
-		args = append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0,mac="+o.NICMAC)
 	} else {
 		args = append(args, "-nic", "none")
 	}
 
 	vm.cmd = exec.Command(o.Binary, args...)
 	vm.cmd.Stderr = vm.stderr
+	if o.HostPort != 0 && o.ProvisioningTap != nil {
+		vm.cmd.ExtraFiles = []*os.File{o.ProvisioningTap}
+	}
 	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := vm.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)

@@ -41,7 +41,7 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 		t.Errorf("BMC address %s", got)
 	}
 	ipmi := func(password string, args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, "ipmitool", append([]string{"-I", "lanplus", "-H", "172.23.0.2", "-p", "6240", "-U", "admin", "-P", password, "-R", "1", "-N", "2"}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "ipmitool", append([]string{"-I", "lanplus", "-H", "172.23.0.2", "-p", "6240", "-U", "admin", "-P", password, "-R", "3", "-N", "5"}, args...)...).CombinedOutput()
 		return string(out), err
 	}
 	state := func() string {
@@ -79,6 +79,20 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 			t.Errorf("power status: %s", out)
 		}
 	}
+	// A tap for a QEMU run from this side lands on the bridge, inside.
+	tap, err := s.Tap(ctx, "bsvstap0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := exec.CommandContext(ctx, "ip", "-n", "bootstick-test-vsite-bmc", "-o", "link", "show", "bsvstap0").CombinedOutput()
+	if err != nil || !strings.Contains(string(link), "master br0") {
+		t.Errorf("the tap is not on the bridge inside the namespace: %v\n%s", err, link)
+	}
+	if out, _ := exec.CommandContext(ctx, "ip", "link", "show", "bsvstap0").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		t.Errorf("the tap is visible on this machine's side: %s", out)
+	}
+	tap.Close()
+
 	xml, err := s.virsh(ctx, "dumpxml", "--inactive", m.Name)
 	if err != nil {
 		t.Fatal(err)
