@@ -165,7 +165,16 @@ func logsDir() string {
 // Boot powers on a machine on the run's data disk.
 func (r *Run) Boot(ctx context.Context, s *Stick, mode Mode, name string) *Machine {
 	r.t.Helper()
-	m, err := Boot(r.life, s, BootOptions{Mode: mode, Dir: filepath.Join(r.Dir, name), DataDisk: r.DataDisk, HostKeys: r.Keys})
+	return r.BootWith(ctx, s, BootOptions{Mode: mode}, name)
+}
+
+// BootWith powers on a machine on the run's data disk, with o's mode and
+// provisioning tap.
+func (r *Run) BootWith(ctx context.Context, s *Stick, o BootOptions, name string) *Machine {
+	r.t.Helper()
+	mode := o.Mode
+	o.Dir, o.DataDisk, o.HostKeys = filepath.Join(r.Dir, name), r.DataDisk, r.Keys
+	m, err := Boot(r.life, s, o)
 	if err != nil {
 		r.t.Fatalf("%s: %v", mode, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,6 +65,9 @@ type BootOptions struct {
 	// when it exists (a reboot).
 	DataDisk string
 	HostKeys *HostKeys
+	// ProvisioningTap, when set, is the provisioning NIC's tap (a virtual
+	// site's bridge); else that NIC is alone.
+	ProvisioningTap *os.File
 }
 
 // Machine is one power-on of the stick.
@@ -97,7 +101,7 @@ func Boot(ctx context.Context, s *Stick, o BootOptions) (*Machine, error) {
 		Image: s.ISO, Media: o.Mode.Media, Firmware: o.Mode.Firmware, Dir: o.Dir,
 		MemoryMiB: GuestMemoryMiB, CPUs: GuestCPUs,
 		DataDisk: DataDiskSize, DataDiskFile: o.DataDisk,
-		HostPort: port, GuestPort: 22,
+		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap,
 	})
 	if err != nil {
 		return nil, err

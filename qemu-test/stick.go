@@ -173,6 +173,12 @@ func buildStick(ctx context.Context, dir string, log io.Writer) (*Stick, error) 
 	if iso := os.Getenv(EnvISO); iso != "" {
 		return givenStick(iso)
 	}
+	return BuildStick(ctx, dir, log, func(key string) ([]byte, error) { return []byte(SiteYAML(key)), nil })
+}
+
+// BuildStick builds a stick in dir with the site that site makes for the
+// harness's authorized key.
+func BuildStick(ctx context.Context, dir string, log io.Writer, site func(authorizedKey string) ([]byte, error)) (*Stick, error) {
 	repo, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -189,8 +195,12 @@ func buildStick(ctx context.Context, dir string, log io.Writer) (*Stick, error) 
 	if err := os.WriteFile(filepath.Join(dir, "id_ed25519"), private, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the test key: %w", err)
 	}
+	siteYAML, err := site(line)
+	if err != nil {
+		return nil, err
+	}
 	sitePath := filepath.Join(dir, "site.yaml")
-	if err := os.WriteFile(sitePath, []byte(SiteYAML(line)), 0o600); err != nil {
+	if err := os.WriteFile(sitePath, siteYAML, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the test site: %w", err)
 	}
 	bin := filepath.Join(dir, "bin")

@@ -91,14 +91,19 @@ func TestHostProvision(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrongPassword := pw()
-	siteYAML, err := vs.SiteFile("provision-test", vsite.SiteImage{
-		URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
-		Checksum: sum.Hex(), Format: "qcow2",
-	}, []vsite.SiteHost{
-		{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)},
-		{Machine: "node-badpass", BMCPassword: wrongPassword},
-		{Machine: "node-nobmc", BMCAddress: fmt.Sprintf("ipmi://%s:6239", m3BMC), BMCPassword: pw(), BootMAC: "52:54:00:b0:07:12"},
-	}, netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40"))
+	siteYAML, err := vs.SiteFile(vsite.SiteConfig{
+		Cluster: "provision-test",
+		Image: vsite.SiteImage{
+			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
+			Checksum: sum.Hex(), Format: "qcow2",
+		},
+		Hosts: []vsite.SiteHost{
+			{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)},
+			{Machine: "node-badpass", BMCPassword: wrongPassword},
+			{Machine: "node-nobmc", BMCAddress: fmt.Sprintf("ipmi://%s:6239", m3BMC), BMCPassword: pw(), BootMAC: "52:54:00:b0:07:12"},
+		},
+		DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,26 @@ type SiteImage struct {
 	Bundled     string
 }
 
-// SiteFile is a site file for the machines: firstboot's bootstrap on
-// HostIface with HostAddr, a DHCP range for the deploy ramdisks, and one
-// host per SiteHost.
-func (s *Site) SiteFile(cluster string, image SiteImage, hosts []SiteHost, dhcpStart, dhcpEnd netip.Addr) ([]byte, error) {
+// SiteConfig is what a site file says besides the machines.
+type SiteConfig struct {
+	Cluster string
+	Image   SiteImage
+	Hosts   []SiteHost
+	// DHCPStart and DHCPEnd are the range the deploy ramdisks get.
+	DHCPStart, DHCPEnd netip.Addr
+	// Bootstrap, when set, is the site's whole bootstrap section (a stick
+	// in QEMU names its own NICs and data disk); else firstboot runs in
+	// host mode on this machine, on HostIface with HostAddr.
+	Bootstrap map[string]any
+	// SSHAuthorizedKeys are extra keys for the appliance and the hosts.
+	SSHAuthorizedKeys []string
+}
+
+// SiteFile is a site file for the machines: the bootstrap, a DHCP range
+// for the deploy ramdisks, and one host per SiteHost.
+func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 	type m = map[string]any
+	image, hosts := c.Image, c.Hosts
 	machines := map[string]Machine{}
 	for _, mc := range s.opts.Machines {
 		machines[mc.Name] = mc
@@ -86,19 +101,28 @@ func (s *Site) SiteFile(cluster string, image SiteImage, hosts []SiteHost, dhcpS
 		}
 		list = append(list, host)
 	}
-	doc := m{
-		"apiVersion": "bootstick.dev/v1alpha1",
-		"kind":       "Site",
-		"bootstrap": m{
+	bootstrap := c.Bootstrap
+	if bootstrap == nil {
+		bootstrap = m{
 			"provisioning": m{
 				"interface": s.opts.HostIface,
 				"address":   netip.PrefixFrom(s.opts.HostAddr, s.opts.Network.Bits()).String(),
-				"dhcpRange": m{"start": dhcpStart.String(), "end": dhcpEnd.String()},
 			},
 			"dataDisk": "/dev/disk/by-id/unused-in-host-mode",
-		},
-		"hosts":   list,
-		"cluster": m{"name": cluster},
+		}
+	}
+	if p, ok := bootstrap["provisioning"].(map[string]any); ok && c.DHCPStart.IsValid() {
+		p["dhcpRange"] = m{"start": c.DHCPStart.String(), "end": c.DHCPEnd.String()}
+	}
+	doc := m{
+		"apiVersion": "bootstick.dev/v1alpha1",
+		"kind":       "Site",
+		"bootstrap":  bootstrap,
+		"hosts":      list,
+		"cluster":    m{"name": c.Cluster},
+	}
+	if len(c.SSHAuthorizedKeys) > 0 {
+		doc["sshAuthorizedKeys"] = c.SSHAuthorizedKeys
 	}
 	return yaml.Marshal(doc)
 }
