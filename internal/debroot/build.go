@@ -28,6 +28,10 @@ type Spec struct {
 	// Placeholders are packages replaced by empty ones: hard dependencies
 	// a package declares but never uses.
 	Placeholders []string `yaml:"placeholders,omitempty" json:"placeholders,omitempty"`
+	// Patches (relative to the recipes file) are unified diffs applied to
+	// the installed root (patch -p1 from the root), each the smallest fix
+	// of a named upstream defect. One that does not apply fails the build.
+	Patches []string `yaml:"patches,omitempty" json:"patches,omitempty"`
 	// Files is a folder (relative to the recipes file) laid onto the root
 	// after the install, modes and symbolic links kept.
 	Files string `yaml:"files,omitempty" json:"files,omitempty"`
@@ -47,7 +51,7 @@ type Options struct {
 	Mirror string
 	// DebCache keeps downloaded .deb files across builds.
 	DebCache string
-	// FilesDir is where Spec.Files is relative to.
+	// FilesDir is where Spec.Files and Spec.Patches are relative to.
 	FilesDir string
 	Epoch    time.Time
 }
@@ -98,6 +102,12 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 	}
 	if err := checkPins(s.Pins, installed); err != nil {
 		return nil, fmt.Errorf("debian root (suite %s from %s): %w", s.Suite, o.Mirror, err)
+	}
+	for _, p := range s.Patches {
+		path := filepath.Join(o.FilesDir, p)
+		if _, err := command.Run(ctx, command.Options{}, "patch", "-d", root, "-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-i", path); err != nil {
+			return nil, fmt.Errorf("debian root (suite %s): patch %s does not apply to the installed packages (a new upstream version may have fixed it: drop it from the recipe): %w", s.Suite, path, err)
+		}
 	}
 	if s.Files != "" {
 		src := filepath.Join(o.FilesDir, s.Files)

@@ -62,6 +62,17 @@ func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec
 		}
 		inputs["files"] = h
 	}
+	var patches []string
+	for _, p := range spec.Patches {
+		h, _, err := cas.HashFile(filepath.Join(opts.Spec.Dir, p))
+		if err != nil {
+			return nil, "", false, fmt.Errorf("%s: patch: %w", what, err)
+		}
+		patches = append(patches, string(h))
+	}
+	if len(patches) > 0 {
+		inputs["patches"] = patches
+	}
 	key, err := cas.Key(inputs)
 	if err != nil {
 		return nil, "", false, err
