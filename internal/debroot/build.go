@@ -103,11 +103,8 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 	if err := checkPins(s.Pins, installed); err != nil {
 		return nil, fmt.Errorf("debian root (suite %s from %s): %w", s.Suite, o.Mirror, err)
 	}
-	for _, p := range s.Patches {
-		path := filepath.Join(o.FilesDir, p)
-		if _, err := command.Run(ctx, command.Options{}, "patch", "-d", root, "-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-i", path); err != nil {
-			return nil, fmt.Errorf("debian root (suite %s): patch %s does not apply to the installed packages (a new upstream version may have fixed it: drop it from the recipe): %w", s.Suite, path, err)
-		}
+	if err := applyPatches(ctx, root, o.FilesDir, s.Patches); err != nil {
+		return nil, fmt.Errorf("debian root (suite %s): %w", s.Suite, err)
 	}
 	if s.Files != "" {
 		src := filepath.Join(o.FilesDir, s.Files)
@@ -130,6 +127,17 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		}
 	}
 	return installed, nil
+}
+
+// applyPatches applies each patch (relative to dir) to root, in order.
+func applyPatches(ctx context.Context, root, dir string, patches []string) error {
+	for _, p := range patches {
+		path := filepath.Join(dir, p)
+		if _, err := command.Run(ctx, command.Options{}, "patch", "-d", root, "-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-i", path); err != nil {
+			return fmt.Errorf("patch %s does not apply to the installed packages (a new upstream version may have fixed it: drop it from the recipe): %w", path, err)
+		}
+	}
+	return nil
 }
 
 // ListInstalled lists the packages dpkg installed in root.
