@@ -86,6 +86,8 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 
 // domainXML is a BIOS machine that boots from the network first, then its
 // disk: the order virtualbmc rewrites when Ironic sets the boot device.
+// The disk is SCSI (virtio-scsi), /dev/sda to the host's OS: the device
+// the baremetal-operator's default root device hint names.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
@@ -96,7 +98,8 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>{{x .Emulator}}</emulator>
-    <disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='unsafe'/><source file='{{x .Disk}}'/><target dev='vda' bus='virtio'/></disk>
+    <controller type='scsi' model='virtio-scsi'/>
+    <disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='unsafe'/><source file='{{x .Disk}}'/><target dev='sda' bus='scsi'/></disk>
     <interface type='bridge'><source bridge='{{x .Bridge}}'/><mac address='{{x .MAC}}'/><model type='virtio'/></interface>
     <serial type='file'><source path='{{x .Serial}}' append='on'/><target port='0'/></serial>
     <console type='file'><source path='{{x .Serial}}' append='on'/><target type='serial' port='0'/></console>
