@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	flag "github.com/spf13/pflag"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bootstick/bootstick/internal/bmcprobe"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -155,6 +158,32 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 				out[i].Error = "no BareMetalHost"
 			}
 		}
+		sharpenBMCReasons(ctx, out)
 	}
 	return c, out
+}
+
+// sharpenBMCReasons probes, all at once, the BMCs of hosts with a
+// registration error: a probe without credentials tells a BMC that is not
+// there from one that refuses the user name and password.
+func sharpenBMCReasons(ctx context.Context, hosts []status.Host) {
+	var wg sync.WaitGroup
+	for i := range hosts {
+		h := &hosts[i]
+		if h.ErrorType != "registration error" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := strings.Join(strings.Fields(h.Error), " ")
+			switch r, _ := bmcprobe.Probe(ctx, h.BMC, 3*time.Second); r {
+			case bmcprobe.Answers:
+				h.Reason = "registration error: the BMC at " + h.BMC + " answers but refuses the user name or password: check the host's bmc.credentials in the site (" + msg + ")"
+			case bmcprobe.Silent:
+				h.Reason = "registration error: nothing answers at " + h.BMC + ": check the host's bmc.address in the site, that the BMC is on and reachable from this machine, and that IPMI over LAN or Redfish is enabled (" + msg + ")"
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/bmcprobe"
 )
 
 // TestBMCDrivesTheMachine starts a site of one machine and drives its BMC
@@ -53,6 +55,9 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	}
 	if st := state(); st != "shut off" {
 		t.Fatalf("a new machine is %q, want shut off", st)
+	}
+	if r, err := bmcprobe.Probe(ctx, s.BMCAddress(m), 5*time.Second); r != bmcprobe.Answers {
+		t.Errorf("the BMC does not answer a probe: %v %v", r, err)
 	}
 	if out, err := ipmi("wrong-password", "power", "status"); err == nil {
 		t.Errorf("the BMC answered a wrong password: %s", out)
