@@ -219,9 +219,10 @@ func TestHostProvision(t *testing.T) {
 	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
 		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
 	}
-	for name, want := range map[string]string{"node-badpass": "bmc.credentials", "node-nobmc": "bmc.address"} {
+	for name, want := range map[string]string{"node-badpass": "answers but refuses the user name or password: check the host's bmc.credentials",
+		"node-nobmc": "nothing answers at ipmi://172.22.0.2:6239: check the host's bmc.address"} {
 		if hs := byName[name]; hs.ErrorType != "registration error" || !strings.Contains(hs.Reason, want) {
-			t.Errorf("status shows %s as %+v, want a registration error whose reason names %s", name, hs, want)
+			t.Errorf("status shows %s as %+v, want a registration error whose reason says %q", name, hs, want)
 		}
 	}
 	human, err := h.cmd("status", "--data", h.data).Output()
