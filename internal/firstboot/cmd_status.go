@@ -151,6 +151,9 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 			if s, ok := byName[out[i].Name]; ok {
 				out[i].State, out[i].ErrorType, out[i].Error = s.State, s.ErrorType, s.Error
 				out[i].Reason = status.HostReason(s.ErrorType, s.Error)
+				if s.Error == "" && s.ErrorCount > 0 {
+					out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
+				}
 				if !s.Since.IsZero() {
 					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()
 				}

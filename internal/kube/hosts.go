@@ -32,6 +32,9 @@ type HostState struct {
 	// "inspection error", ...), and Error its message, if any.
 	ErrorType string `json:"errorType,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// ErrorCount counts the operator's failed tries since the last
+	// success; the message clears while it tries again, the count stays.
+	ErrorCount int `json:"errorCount,omitempty"`
 	// Since is when the host entered its state, from the operator's
 	// operation history; zero when unknown.
 	Since time.Time `json:"since,omitzero"`
@@ -85,6 +88,7 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 			PoweredOn:         h.Status.PoweredOn,
 			ErrorType:         string(h.Status.ErrorType),
 			Error:             h.Status.ErrorMessage,
+			ErrorCount:        h.Status.ErrorCount,
 			Since:             since(h.Status.Provisioning.State, h.Status.OperationHistory),
 		})
 	}

@@ -150,9 +150,10 @@ type FollowOptions struct {
 	Progress func(string)
 }
 
-// Follow watches the BareMetalHosts until each is provisioned or has held
-// an error for ErrorSettle, logging every change of state or error. It
-// returns the last states; the caller says what failed.
+// Follow watches the BareMetalHosts until each is provisioned or has
+// kept failing for ErrorSettle (the operator's error count stays above
+// zero while it retries), logging every change of state or error. It
+// returns the last states, each failed host with its last error message.
 func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostState, error) {
 	log := logctx.From(ctx)
 	if o.Poll == 0 {
@@ -160,31 +161,41 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 	}
 	start := time.Now()
 	last := map[string]string{}
+	lastErr := map[string]kube.HostState{}
 	erredSince := map[string]time.Time{}
 	lastCount := ""
 	tick := time.NewTicker(o.Poll)
 	defer tick.Stop()
+	var states []kube.HostState
 	for {
-		states, err := c.HostStates(ctx)
+		now, err := c.HostStates(ctx)
 		if err != nil {
 			log.Warn("reading the hosts' states; trying again", "err", err)
 		} else {
+			states = now
 			settled, anyState := 0, false
-			for _, h := range states {
+			for i, h := range states {
 				st := h.State + "/" + h.ErrorType + "/" + h.Error
 				if last[h.Name] != st {
 					last[h.Name] = st
 					log.Info("host", "name", h.Name, "state", orNone(h.State), "error", h.Error)
 				}
 				anyState = anyState || h.State != ""
+				failing := h.ErrorCount > 0 || h.Error != ""
 				switch {
-				case h.Error == "":
+				case !failing:
 					delete(erredSince, h.Name)
+					delete(lastErr, h.Name)
 				case erredSince[h.Name].IsZero():
 					erredSince[h.Name] = time.Now()
 				}
-				if h.State == "provisioned" && h.Error == "" ||
-					h.Error != "" && time.Since(erredSince[h.Name]) >= o.ErrorSettle {
+				if h.Error != "" {
+					lastErr[h.Name] = h
+				} else if e, ok := lastErr[h.Name]; ok && failing {
+					states[i].ErrorType, states[i].Error = e.ErrorType, e.Error
+				}
+				if h.State == "provisioned" && !failing ||
+					failing && time.Since(erredSince[h.Name]) >= o.ErrorSettle {
 					settled++
 				}
 			}
@@ -214,7 +225,7 @@ func CountStates(states []kube.HostState) string {
 	n, errs := map[string]int{}, 0
 	for _, h := range states {
 		n[h.State]++
-		if h.Error != "" {
+		if h.Error != "" || h.ErrorCount > 0 {
 			errs++
 		}
 	}
