@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,8 +25,8 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
-	"github.com/bootstick/bootstick/internal/status"
 	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/status"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -187,11 +188,9 @@ func TestHostProvision(t *testing.T) {
 	if !strings.Contains(out, "1 of 3 hosts provisioned") {
 		t.Errorf("the second run did not log 1 of 3 hosts provisioned:\n%s", command.Tail(out, 30))
 	}
-	for _, st := range []string{"registering", "inspecting", "available", "provisioning", "provisioned"} {
-		if tl.first("node-0", st).IsZero() && st != "registering" {
-			t.Errorf("node-0 was never seen %s", st)
-		}
-	}
+	// The operator's own record: registered, inspected (then available
+	// until provisioning started), provisioned, in that order.
+	historyTable(t, tl.last["node-0"].History)
 
 	// The host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
@@ -333,6 +332,34 @@ func (tl *timeline) report(t *testing.T) {
 	if p, r := tl.first("node-0", "provisioned"), tl.first("node-0", "registering"); !p.IsZero() && !r.IsZero() {
 		fmt.Fprintf(&b, "  registering to provisioned: %v\n", p.Sub(r).Round(time.Second))
 	}
+	t.Log(b.String())
+}
+
+// historyTable logs a host's time in each state from the operator's
+// operation history, and fails unless the host went registering →
+// inspecting → available → provisioning → provisioned in that order.
+func historyTable(t *testing.T, h metal3.OperationHistory) {
+	t.Helper()
+	rows := []struct {
+		state      string
+		start, end time.Time
+	}{
+		{"registering", h.Register.Start.Time, h.Register.End.Time},
+		{"inspecting", h.Inspect.Start.Time, h.Inspect.End.Time},
+		{"available", h.Inspect.End.Time, h.Provision.Start.Time},
+		{"provisioning", h.Provision.Start.Time, h.Provision.End.Time},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "node-0's time in each state (the baremetal-operator's operation history):\n  %-14s %10s\n", "STATE", "FOR")
+	prev := rows[0].start
+	for _, r := range rows {
+		if r.start.IsZero() || r.end.IsZero() || r.end.Before(r.start) || r.start.Before(prev) {
+			t.Errorf("node-0 did not go through %s in order: %v to %v (history %+v)", r.state, r.start, r.end, h)
+		}
+		prev = r.end
+		fmt.Fprintf(&b, "  %-14s %10s\n", r.state, r.end.Sub(r.start).Round(time.Second))
+	}
+	fmt.Fprintf(&b, "  %-14s %10s\n", "registering to provisioned", h.Provision.End.Sub(h.Register.Start.Time).Round(time.Second))
 	t.Log(b.String())
 }
 

@@ -38,6 +38,9 @@ type HostState struct {
 	// Since is when the host entered its state, from the operator's
 	// operation history; zero when unknown.
 	Since time.Time `json:"since,omitzero"`
+	// History is the operator's record of when registration, inspection,
+	// provisioning and deprovisioning started and ended.
+	History metal3.OperationHistory `json:"-"`
 }
 
 // since is when a host entered its state: the start of the operation the
@@ -90,6 +93,7 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 			Error:             h.Status.ErrorMessage,
 			ErrorCount:        h.Status.ErrorCount,
 			Since:             since(h.Status.Provisioning.State, h.Status.OperationHistory),
+			History:           h.Status.OperationHistory,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
