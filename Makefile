@@ -60,7 +60,8 @@ bench: toolchain
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./... | tee $(OUT)/bench.txt
 
-e2e: toolchain
+e2e: deps toolchain
+	$(GOTEST) -tags e2e -v -timeout 60m -run 'TestHostProvisionTwo$$' ./internal/firstboot/
 	$(GOTEST) -tags e2e -timeout 240m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the

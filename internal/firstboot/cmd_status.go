@@ -152,7 +152,13 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 				out[i].State, out[i].ErrorType, out[i].Error = s.State, s.ErrorType, s.Error
 				out[i].Reason = status.HostReason(s.ErrorType, s.Error)
 				if s.Error == "" && s.ErrorCount > 0 {
+					// The operator cleared its message to try again: the
+					// site step kept the last one.
 					out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
+					if h := hosts[i]; h.LastError != "" {
+						out[i].ErrorType, out[i].Error = h.LastErrorType, h.LastError
+						out[i].Reason = status.HostReason(h.LastErrorType, h.LastError) + fmt.Sprintf("; trying again after %d failed tries", s.ErrorCount)
+					}
 				}
 				if !s.Since.IsZero() {
 					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,9 +49,10 @@ const (
 // Ironic's DHCP, TFTP and HTTP, gets the compute image written to its
 // disk, boots it, and cloud-init applies the user data and the network
 // data; an SSH login with firstboot's key shows the site's hostname and
-// address. Beside it, two hosts fail as a person would get them wrong —
-// a BMC that does not answer and a wrong BMC password — and status says
-// so in words. firstboot is killed during the site step: the next run
+// address. Beside it, four hosts fail as a person would get them wrong —
+// a BMC that does not answer, a wrong BMC password, an OS image checksum
+// that does not match, a boot MAC that matches no NIC — and the run's log
+// and status say so in words. firstboot is killed during the site step: the next run
 // goes on following the hosts and creates nothing twice. Ironic and BMO
 // never restart; no password reaches firstboot's output, state or status.
 func TestHostProvision(t *testing.T) {
@@ -72,6 +74,8 @@ func TestHostProvision(t *testing.T) {
 	machines := []vsite.Machine{
 		{Name: "node-0", MAC: "52:54:00:b0:07:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: pw()},
 		{Name: "node-badpass", MAC: "52:54:00:b0:07:11", BMCPort: 6231, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 256},
+		{Name: "node-badsum", MAC: "52:54:00:b0:07:13", BMCPort: 6232, BMCUser: "admin", BMCPassword: pw()},
+		{Name: "node-badmac", MAC: "52:54:00:b0:07:14", BMCPort: 6233, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 512},
 	}
 	vs, err := vsite.Start(ctx, vsite.Options{
 		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
@@ -102,6 +106,9 @@ func TestHostProvision(t *testing.T) {
 			{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)},
 			{Machine: "node-badpass", BMCPassword: wrongPassword},
 			{Machine: "node-nobmc", BMCAddress: fmt.Sprintf("ipmi://%s:6239", m3BMC), BMCPassword: pw(), BootMAC: "52:54:00:b0:07:12"},
+			{Machine: "node-badsum", Image: &vsite.SiteImage{URL: fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
+				Checksum: strings.Repeat("0", 64), Format: "qcow2"}},
+			{Machine: "node-badmac", BootMAC: "52:54:00:b0:07:15"}, // its NIC is :14
 		},
 		DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
 	})
@@ -121,6 +128,9 @@ func TestHostProvision(t *testing.T) {
 		}
 		defer f.Close()
 		run := h.cmd("run", "--mode", "host", "--bundle", filepath.Join(tc, "oci"), "--data", h.data, "--site", sitePath)
+		// The host whose boot MAC matches no NIC fails its inspection when
+		// Ironic's timeout ends: 5 minutes here, 30 by default.
+		run.Env = append(run.Env, testIronicEnvVar+"=300")
 		run.Stdout, run.Stderr = f, f
 		if err := run.Start(); err != nil {
 			t.Fatal(err)
@@ -185,12 +195,19 @@ func TestHostProvision(t *testing.T) {
 	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
 		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
 	}
-	if !strings.Contains(out, "1 of 3 hosts provisioned") {
-		t.Errorf("the second run did not log 1 of 3 hosts provisioned:\n%s", command.Tail(out, 30))
+	if !strings.Contains(out, "1 of 5 hosts provisioned") {
+		t.Errorf("the second run did not log 1 of 5 hosts provisioned:\n%s", command.Tail(out, 30))
+	}
+	// Each fault is named, with what to do, in the run's log.
+	for name, want := range map[string]string{"node-badsum": "image.checksum", "node-badmac": "bootMACAddress",
+		"node-badpass": "registration error", "node-nobmc": "registration error"} {
+		if !regexp.MustCompile(`host failed.* name=` + name + ` .*` + regexp.QuoteMeta(want)).MatchString(out) {
+			t.Errorf("the run's log does not say %s failed with %q:\n%s", name, want, command.Tail(out, 30))
+		}
 	}
 	// The operator's own record: registered, inspected (then available
 	// until provisioning started), provisioned, in that order.
-	historyTable(t, tl.last["node-0"].History)
+	historyTable(t, "node-0", tl.last["node-0"].History)
 
 	// The host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
@@ -218,10 +235,14 @@ func TestHostProvision(t *testing.T) {
 	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
 		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
 	}
-	for name, want := range map[string]string{"node-badpass": "answers but refuses the user name or password: check the host's bmc.credentials",
-		"node-nobmc": "nothing answers at ipmi://172.22.0.2:6239: check the host's bmc.address"} {
-		if hs := byName[name]; hs.ErrorType != "registration error" || !strings.Contains(hs.Reason, want) {
-			t.Errorf("status shows %s as %+v, want a registration error whose reason says %q", name, hs, want)
+	for name, want := range map[string][2]string{
+		"node-badpass": {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},
+		"node-nobmc":   {"registration error", "nothing answers at ipmi://172.22.0.2:6239: check the host's bmc.address"},
+		"node-badsum":  {"provisioning error", "the OS image's checksum does not match the image: check image.checksum"},
+		"node-badmac":  {"inspection error", "check that its bootMACAddress is the NIC on the provisioning network"},
+	} {
+		if hs := byName[name]; hs.ErrorType != want[0] || !strings.Contains(hs.Reason, want[1]) {
+			t.Errorf("status shows %s as %+v, want a %s whose reason says %q", name, hs, want[0], want[1])
 		}
 	}
 	human, err := h.cmd("status", "--data", h.data).Output()
@@ -338,7 +359,7 @@ func (tl *timeline) report(t *testing.T) {
 // historyTable logs a host's time in each state from the operator's
 // operation history, and fails unless the host went registering →
 // inspecting → available → provisioning → provisioned in that order.
-func historyTable(t *testing.T, h metal3.OperationHistory) {
+func historyTable(t *testing.T, name string, h metal3.OperationHistory) {
 	t.Helper()
 	rows := []struct {
 		state      string
@@ -350,11 +371,11 @@ func historyTable(t *testing.T, h metal3.OperationHistory) {
 		{"provisioning", h.Provision.Start.Time, h.Provision.End.Time},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "node-0's time in each state (the baremetal-operator's operation history):\n  %-14s %10s\n", "STATE", "FOR")
+	fmt.Fprintf(&b, "%s's time in each state (the baremetal-operator's operation history):\n  %-14s %10s\n", name, "STATE", "FOR")
 	prev := rows[0].start
 	for _, r := range rows {
 		if r.start.IsZero() || r.end.IsZero() || r.end.Before(r.start) || r.start.Before(prev) {
-			t.Errorf("node-0 did not go through %s in order: %v to %v (history %+v)", r.state, r.start, r.end, h)
+			t.Errorf("%s did not go through %s in order: %v to %v (history %+v)", name, r.state, r.start, r.end, h)
 		}
 		prev = r.end
 		fmt.Fprintf(&b, "  %-14s %10s\n", r.state, r.end.Sub(r.start).Round(time.Second))
@@ -396,8 +417,8 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 	for _, s := range states {
 		out[s.Name] = s.UID
 	}
-	if len(out) != 3 {
-		t.Fatalf("%d BareMetalHosts, want 3: %v", len(out), out)
+	if len(out) != 5 {
+		t.Fatalf("%d BareMetalHosts, want 5: %v", len(out), out)
 	}
 	return out
 }

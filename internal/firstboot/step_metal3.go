@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,6 +25,11 @@ import (
 // os-images folder from (32-ironic.yaml): the bundle's own path differs
 // between the stick and host mode.
 const osImagesLink = "/run/bootstick/os-images"
+
+// testIronicEnvVar, in a test build only (testhook.go), sets Ironic's
+// inspection timeout (seconds): the test of a boot MAC that matches no NIC
+// waits for it.
+const testIronicEnvVar = "BOOTSTICK_TEST_IRONIC_INSPECT_TIMEOUT"
 
 // LabelNeedsSite marks a Deployment that runs only with a site: Ironic and
 // BMO take their settings from the site's provisioning network.
@@ -76,6 +83,11 @@ func metal3Step(n *node) pipeline.Step {
 			objs, err := render.Metal3(early.Bootstrap.Provisioning, auth)
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
+			}
+			for _, o := range objs {
+				if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == render.IronicConfig {
+					maps.Copy(cm.Data, testIronicSettings())
+				}
 			}
 			if err := c.ApplyObjects(ctx, objs); err != nil {
 				return err

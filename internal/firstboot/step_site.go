@@ -55,6 +55,16 @@ func siteStep(n *node) pipeline.Step {
 			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
 				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle,
 				Progress: func(count string) { pc.Progress("site", count) },
+				OnError: func(h kube.HostState) {
+					for i := range hosts {
+						if hosts[i].Name == h.Name {
+							hosts[i].LastErrorType, hosts[i].LastError, hosts[i].LastErrorAt = h.ErrorType, h.Error, time.Now().UTC()
+						}
+					}
+					if err := sitestep.WriteHosts(n.paths.hostsFile(), hosts); err != nil {
+						logctx.From(ctx).Warn("recording a host's error for status", "err", err)
+					}
+				},
 			})
 			if err != nil {
 				return err

@@ -33,3 +33,11 @@ func testHook(ctx context.Context) pipeline.Observer {
 		}
 	})
 }
+
+// testIronicSettings are settings a test gives Ironic's ConfigMap.
+func testIronicSettings() map[string]string {
+	if v := os.Getenv(testIronicEnvVar); v != "" {
+		return map[string]string{"IRONIC_INSPECT_TIMEOUT": v}
+	}
+	return nil
+}

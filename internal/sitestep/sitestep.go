@@ -47,6 +47,12 @@ type Host struct {
 	Role string `json:"role"`
 	BMC  string `json:"bmc"`
 	MAC  string `json:"mac"`
+	// LastErrorType and LastError are the operator's last error for the
+	// host, kept by Follow: the operator clears its message each time it
+	// tries again.
+	LastErrorType string    `json:"lastErrorType,omitempty"`
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorAt   time.Time `json:"lastErrorAt,omitzero"`
 }
 
 // Load reads and validates the site with the age identity, when there is one.
@@ -148,6 +154,9 @@ type FollowOptions struct {
 	Poll time.Duration
 	// Progress gets the hosts counted by state each time that changes.
 	Progress func(string)
+	// OnError gets a host each time its error message changes to a new
+	// one.
+	OnError func(kube.HostState)
 }
 
 // Follow watches the BareMetalHosts until each is provisioned or has
@@ -190,6 +199,9 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 					erredSince[h.Name] = time.Now()
 				}
 				if h.Error != "" {
+					if e, ok := lastErr[h.Name]; (!ok || e.Error != h.Error) && o.OnError != nil {
+						o.OnError(h)
+					}
 					lastErr[h.Name] = h
 				} else if e, ok := lastErr[h.Name]; ok && failing {
 					states[i].ErrorType, states[i].Error = e.ErrorType, e.Error

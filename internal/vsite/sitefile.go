@@ -18,6 +18,7 @@ type SiteHost struct {
 	Role    string // master when empty
 	// Overrides.
 	BMCAddress, BMCPassword, BootMAC string
+	Image                            *SiteImage
 }
 
 // SiteImage is the OS image every host gets.
@@ -75,11 +76,15 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 		if role == "" {
 			role = "master"
 		}
+		im := image
+		if h.Image != nil {
+			im = *h.Image
+		}
 		img := m{}
-		if image.Bundled != "" {
-			img["bundled"] = image.Bundled
+		if im.Bundled != "" {
+			img["bundled"] = im.Bundled
 		} else {
-			img = m{"url": image.URL, "checksum": image.Checksum, "checksumType": "sha256", "format": image.Format}
+			img = m{"url": im.URL, "checksum": im.Checksum, "checksumType": "sha256", "format": im.Format}
 		}
 		host := m{
 			"name": h.Machine, "role": role,
