@@ -77,26 +77,14 @@ func TestHostProvision(t *testing.T) {
 		{Name: "node-badsum", MAC: "52:54:00:b0:07:13", BMCPort: 6232, BMCUser: "admin", BMCPassword: pw()},
 		{Name: "node-badmac", MAC: "52:54:00:b0:07:14", BMCPort: 6233, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 512},
 	}
-	vs, err := vsite.Start(ctx, vsite.Options{
-		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
-		Network: netip.MustParsePrefix("172.22.0.0/24"), HostAddr: netip.MustParseAddr(m3Address), BMCAddr: netip.MustParseAddr(m3BMC),
-		Machines: machines,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := vs.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	vs := startSite(t, ctx, machines)
 
 	sum, _, err := cas.HashFile(filepath.Join(files, "debian-13-compute.qcow2"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wrongPassword := pw()
-	siteYAML, err := vs.SiteFile(vsite.SiteConfig{
+	sitePath := writeSite(t, vs, vsite.SiteConfig{
 		Cluster: "provision-test",
 		Image: vsite.SiteImage{
 			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
@@ -110,15 +98,7 @@ func TestHostProvision(t *testing.T) {
 				Checksum: strings.Repeat("0", 64), Format: "qcow2"}},
 			{Machine: "node-badmac", BootMAC: "52:54:00:b0:07:15"}, // its NIC is :14
 		},
-		DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sitePath := filepath.Join(t.TempDir(), "site.yaml")
-	if err := os.WriteFile(sitePath, siteYAML, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	var outputs []string
 	startRun := func(name string) (*exec.Cmd, string) {
 		logPath := filepath.Join(t.TempDir(), name+".log")
@@ -295,6 +275,42 @@ func TestHostProvision(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// startSite starts the test's virtual site (internal/vsite) with machines,
+// and closes it when the test ends.
+func startSite(t *testing.T, ctx context.Context, machines []vsite.Machine) *vsite.Site {
+	t.Helper()
+	vs, err := vsite.Start(ctx, vsite.Options{
+		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
+		Network: netip.MustParsePrefix("172.22.0.0/24"), HostAddr: netip.MustParseAddr(m3Address), BMCAddr: netip.MustParseAddr(m3BMC),
+		Machines: machines,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := vs.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return vs
+}
+
+// writeSite writes the site file of c (with the test's DHCP range) and
+// returns its path.
+func writeSite(t *testing.T, vs *vsite.Site, c vsite.SiteConfig) string {
+	t.Helper()
+	c.DHCPStart, c.DHCPEnd = netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40")
+	data, err := vs.SiteFile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "site.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // timeline records when each host was first seen in each state.

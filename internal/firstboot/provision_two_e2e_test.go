@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,33 +31,17 @@ func TestHostProvisionTwo(t *testing.T) {
 		{Name: "node-a", MAC: "52:54:00:b0:09:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)},
 		{Name: "node-b", MAC: "52:54:00:b0:09:11", BMCPort: 6231, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)},
 	}
-	vs, err := vsite.Start(ctx, vsite.Options{
-		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
-		Network: netip.MustParsePrefix("172.22.0.0/24"), HostAddr: netip.MustParseAddr(m3Address), BMCAddr: netip.MustParseAddr(m3BMC),
-		Machines: machines,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vs.Close()
+	vs := startSite(t, ctx, machines)
 	sum, _, err := cas.HashFile(filepath.Join(files, "debian-13-compute.qcow2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	siteYAML, err := vs.SiteFile(vsite.SiteConfig{
+	sitePath := writeSite(t, vs, vsite.SiteConfig{
 		Cluster: "provision-two",
 		Image: vsite.SiteImage{URL: fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 			Checksum: sum.Hex(), Format: "qcow2"},
-		Hosts:     []vsite.SiteHost{{Machine: "node-a", Address: netip.MustParseAddr("172.22.0.60")}, {Machine: "node-b", Address: netip.MustParseAddr("172.22.0.61")}},
-		DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
+		Hosts: []vsite.SiteHost{{Machine: "node-a", Address: netip.MustParseAddr("172.22.0.60")}, {Machine: "node-b", Address: netip.MustParseAddr("172.22.0.61")}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sitePath := filepath.Join(t.TempDir(), "site.yaml")
-	if err := os.WriteFile(sitePath, siteYAML, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	out, err := h.cmd("run", "--mode", "host", "--bundle", filepath.Join(tc, "oci"), "--data", h.data, "--site", sitePath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, command.Tail(string(out), 40))
