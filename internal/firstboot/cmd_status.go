@@ -151,13 +151,16 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 			if s, ok := byName[out[i].Name]; ok {
 				out[i].State, out[i].ErrorType, out[i].Error = s.State, s.ErrorType, s.Error
 				out[i].Reason = status.HostReason(s.ErrorType, s.Error)
-				if s.Error == "" && s.ErrorCount > 0 {
-					// The operator cleared its message to try again: the
-					// site step kept the last one.
-					out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
+				if s.Error == "" && s.State != "provisioned" {
+					// The operator cleared its message to try again (after a
+					// failed deploy it even resets its count): the site step
+					// kept the last one.
 					if h := hosts[i]; h.LastError != "" {
 						out[i].ErrorType, out[i].Error = h.LastErrorType, h.LastError
-						out[i].Reason = status.HostReason(h.LastErrorType, h.LastError) + fmt.Sprintf("; trying again after %d failed tries", s.ErrorCount)
+						out[i].Reason = status.HostReason(h.LastErrorType, h.LastError) +
+							fmt.Sprintf("; that was %v ago, and the baremetal-operator is trying again", time.Since(h.LastErrorAt).Round(time.Second))
+					} else if s.ErrorCount > 0 {
+						out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
 					}
 				}
 				if !s.Since.IsZero() {

@@ -14,8 +14,10 @@ import (
 )
 
 // hostErrorSettle is how long a host's error must hold before the site
-// step counts the host as failed and ends (the operator keeps retrying).
-var hostErrorSettle = 90 * time.Second
+// step counts the host as failed and ends (the operator keeps retrying;
+// status goes on following). After a failure the operator waits about a
+// minute before it tries again.
+var hostErrorSettle = 60 * time.Second
 
 // siteStep applies the site's objects (BMC Secrets, BareMetalHosts, user
 // data, the Provisioning) and reports each host's state.

@@ -159,10 +159,11 @@ type FollowOptions struct {
 	OnError func(kube.HostState)
 }
 
-// Follow watches the BareMetalHosts until each is provisioned or has
-// kept failing for ErrorSettle (the operator's error count stays above
-// zero while it retries), logging every change of state or error. It
-// returns the last states, each failed host with its last error message.
+// Follow watches the BareMetalHosts until each is provisioned or failed:
+// failing (an error, or the operator's error count above zero while it
+// retries) for ErrorSettle, or begun failing a second time. It logs every
+// change of state or error, and returns the last states, each failed host
+// with its last error message.
 func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostState, error) {
 	log := logctx.From(ctx)
 	if o.Poll == 0 {
@@ -170,8 +171,9 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 	}
 	start := time.Now()
 	last := map[string]string{}
-	lastErr := map[string]kube.HostState{}
 	erredSince := map[string]time.Time{}
+	failures := map[string]int{}            // times a host began failing
+	lastSeen := map[string]kube.HostState{} // its last error, kept across retries
 	lastCount := ""
 	tick := time.NewTicker(o.Poll)
 	defer tick.Stop()
@@ -194,21 +196,29 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 				switch {
 				case !failing:
 					delete(erredSince, h.Name)
-					delete(lastErr, h.Name)
 				case erredSince[h.Name].IsZero():
 					erredSince[h.Name] = time.Now()
+					failures[h.Name]++
 				}
 				if h.Error != "" {
-					if e, ok := lastErr[h.Name]; (!ok || e.Error != h.Error) && o.OnError != nil {
+					if lastSeen[h.Name].Error != h.Error && o.OnError != nil {
 						o.OnError(h)
 					}
-					lastErr[h.Name] = h
-				} else if e, ok := lastErr[h.Name]; ok && failing {
-					states[i].ErrorType, states[i].Error = e.ErrorType, e.Error
+					lastSeen[h.Name] = h
+				} else if failing {
+					// The operator cleared its message to try again.
+					states[i].ErrorType, states[i].Error = lastSeen[h.Name].ErrorType, lastSeen[h.Name].Error
 				}
-				if h.State == "provisioned" && !failing ||
-					failing && time.Since(erredSince[h.Name]) >= o.ErrorSettle {
+				switch {
+				case h.State == "provisioned" && !failing:
 					settled++
+				case failing && (time.Since(erredSince[h.Name]) >= o.ErrorSettle || failures[h.Name] >= 2):
+					// The operator retries from the start after some
+					// failures (a deploy that failed is cleaned up and
+					// begun again, its error count reset): a host that
+					// fails twice is failed, however short each error.
+					settled++
+					states[i].ErrorType, states[i].Error = lastSeen[h.Name].ErrorType, lastSeen[h.Name].Error
 				}
 			}
 			if count := CountStates(states); count != lastCount && o.Progress != nil {
