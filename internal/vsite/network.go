@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
+	"syscall"
 )
 
 // bridge is the provisioning bridge inside the namespace; peer is the
@@ -16,8 +18,7 @@ const bridge = "br0"
 // first.
 func (s *Site) network(ctx context.Context) error {
 	o := s.opts
-	run(ctx, "ip", "link", "del", o.HostIface)
-	run(ctx, "ip", "netns", "del", o.Netns)
+	s.removeNetwork(ctx)
 	bits := strconv.Itoa(o.Network.Bits())
 	peer := o.HostIface + "p"
 	steps := [][]string{
@@ -39,4 +40,19 @@ func (s *Site) network(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// removeNetwork ends every process left in the namespace (the machines
+// of a site whose owner died: libvirt's QEMU outlives libvirtd) and
+// removes the namespace and the veth.
+func (s *Site) removeNetwork(ctx context.Context) {
+	if out, err := run(ctx, "ip", "netns", "pids", s.opts.Netns); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	run(ctx, "ip", "link", "del", s.opts.HostIface)
+	run(ctx, "ip", "netns", "del", s.opts.Netns)
 }

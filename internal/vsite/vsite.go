@@ -171,8 +171,7 @@ func (s *Site) Close() error {
 			}
 		}
 	}
-	run(ctx, "ip", "link", "del", s.opts.HostIface)
-	run(ctx, "ip", "netns", "del", s.opts.Netns)
+	s.removeNetwork(ctx)
 	for i := len(s.made) - 1; i >= 0; i-- {
 		os.Remove(s.made[i])
 	}
