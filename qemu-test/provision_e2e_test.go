@@ -127,6 +127,9 @@ func TestProvisionFromStick(t *testing.T) {
 		t.Fatalf("journey B: firstboot %s with node-0 %+v", rep.Phase, byName["node-0"])
 	}
 	t.Logf("journey B: appliance power-on to node-0 provisioned: %v", seen["provisioned"].Round(time.Second))
+	if banner, err := a.Run(ctx, "cat /etc/issue.d/bootstick.issue"); err != nil || !strings.Contains(banner, "hosts: 1 provisioned") {
+		t.Errorf("journey B: the console banner does not count the hosts by state (%v):\n%s", err, banner)
+	}
 
 	// node-0 on its own disk: the site's name and address, and the key.
 	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(stick.Signer)},

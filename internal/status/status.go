@@ -96,8 +96,9 @@ type Console struct {
 	Address string
 	Log     *slog.Logger
 
-	mu   sync.Mutex
-	last string
+	mu    sync.Mutex
+	last  string
+	hosts string // the site's hosts counted by state, once the site step reports them
 }
 
 // DefaultIssuePath is where the appliance's banner goes.
@@ -113,15 +114,21 @@ func (c *Console) Update(e pipeline.Event) {
 	case e.Index == e.Total && (e.Phase == pipeline.PhaseDone || e.Phase == pipeline.PhaseSkipped):
 		state = "ready"
 	}
-	c.write(Banner(state, Line(e), c.Address))
+	if e.Phase == pipeline.PhaseProgress && strings.HasPrefix(e.Detail, "hosts:") {
+		c.hosts = e.Detail // kept under every later line, done included
+	}
+	c.write(Banner(state, Line(e), c.Address, c.hosts))
 }
 
 // Banner is the issue file's content. Backslashes are doubled: agetty
 // reads \x sequences in issue files.
-func Banner(state, line, address string) string {
+func Banner(state, line, address, hosts string) string {
 	var b strings.Builder
 	b.WriteString("\nbootstick infra-local-controller: " + state + "\n")
 	b.WriteString("  " + line + "\n")
+	if hosts != "" && !strings.HasSuffix(line, hosts) {
+		b.WriteString("  " + hosts + "\n")
+	}
 	if address != "" {
 		b.WriteString("  cluster: " + address + "\n")
 	}

@@ -124,8 +124,8 @@ func TestConsoleBanner(t *testing.T) {
 	}
 	c.Update(pipeline.Event{Step: "done", Index: 11, Total: 11, Phase: pipeline.PhaseDone})
 	got, _ = os.ReadFile(p)
-	if !strings.Contains(string(got), ": ready") {
-		t.Errorf("final banner:\n%s", got)
+	if !strings.Contains(string(got), ": ready") || !strings.Contains(string(got), "\n  hosts: 1 provisioned, 2 registering") {
+		t.Errorf("final banner (with the hosts by state):\n%s", got)
 	}
 }
 
