@@ -150,7 +150,8 @@ func imageFor(idx v1.ImageIndex, d v1.Descriptor) (v1.Image, error) {
 // image keeps its digest: a pod that names it by digest
 // (name@sha256:...) finds it in a node that imported the archive
 // (`ctr images import`, which kind's LoadImageArchive runs). The index
-// carries the annotation io.containerd.image.name with each full ref. A
+// carries each image twice, with the annotation io.containerd.image.name
+// naming its tag reference and its digest reference (repo@sha256:...). A
 // ref the layout lacks is an error that names it; nothing is written then.
 func WriteOCIArchive(layoutDir string, refs []string, w io.Writer) error {
 	p, _, byRef, err := layoutImages(layoutDir)
@@ -166,7 +167,12 @@ func WriteOCIArchive(layoutDir string, refs []string, w io.Writer) error {
 	for i, d := range descs {
 		r := names[i]
 		d.Annotations = map[string]string{registry.AnnotationImageName: r.String(), registry.AnnotationRefName: r.Tag}
-		entries = append(entries, d)
+		// The same manifest under <repo>@<digest> too: containerd looks a
+		// digest reference up under exactly that name, and `ctr images
+		// import` makes only the names the index carries.
+		byDigest := d
+		byDigest.Annotations = map[string]string{registry.AnnotationImageName: r.Registry + "/" + r.Repository + "@" + d.Digest.String()}
+		entries = append(entries, d, byDigest)
 		if blobs, err = appendBlobs(p, d, blobs, seen, 0); err != nil {
 			return fmt.Errorf("image %s in %s: %w", refs[i], layoutDir, err)
 		}

@@ -264,16 +264,23 @@ func TestWriteOCIArchive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(im.Manifests) != len(c.refs) {
-				t.Fatalf("%d images in the archive, want %d", len(im.Manifests), len(c.refs))
+			// Each image twice: by tag, then by digest (the name a pod
+			// that pins the digest is looked up by).
+			if len(im.Manifests) != 2*len(c.refs) {
+				t.Fatalf("%d index entries in the archive, want %d (each image by tag and by digest)", len(im.Manifests), 2*len(c.refs))
 			}
-			for i, d := range im.Manifests {
-				name := d.Annotations[registry.AnnotationImageName]
-				if name != c.refs[i] {
-					t.Errorf("image %d is named %q, want %q", i, name, c.refs[i])
-				}
+			for j, d := range im.Manifests {
+				i := j / 2
 				want := images[c.refs[i]]
 				wd, _ := want.Digest()
+				name := d.Annotations[registry.AnnotationImageName]
+				wantName := c.refs[i]
+				if j%2 == 1 {
+					wantName = c.refs[i][:strings.LastIndex(c.refs[i], ":")] + "@" + wd.String()
+				}
+				if name != wantName {
+					t.Errorf("entry %d is named %q, want %q", j, name, wantName)
+				}
 				if d.Digest != wd {
 					t.Errorf("%s: digest %s, want %s", name, d.Digest, wd)
 				}
