@@ -290,6 +290,17 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 			return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
 		}
 		inputs["source"] = h
+		// Every package of this repository the binaries import, wherever
+		// it lives: a change to any of them rebuilds the recipe.
+		var pkgs []string
+		for _, p := range r.Packages {
+			pkgs = append(pkgs, p.Path)
+		}
+		deps, err := hashRepoDeps(ctx, goCmd, filepath.Join(opts.Spec.Dir, r.Local), pkgs)
+		if err != nil {
+			return nil, false, fmt.Errorf("recipe %s: %w", r.Name, err)
+		}
+		inputs["deps"] = deps
 	}
 	for old, repl := range r.Replace {
 		if filepath.IsAbs(repl) || strings.HasPrefix(repl, ".") {
@@ -346,6 +357,64 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 	}
 	logctx.From(ctx).Info("recipe built", "recipe", r.Name, "source", r.ModVersion(), "took", time.Since(start).Round(time.Second))
 	return rec, true, nil
+}
+
+// hashRepoDeps hashes the source folders of every package of the module
+// that dir belongs to which pkgs (relative to dir) import, as `go list
+// -deps` resolves them with the build's settings. Packages of other
+// modules are pinned by go.sum, which hashLocal covers.
+func hashRepoDeps(ctx context.Context, goCmd, dir string, pkgs []string) (map[string]string, error) {
+	root, err := moduleRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}"}, pkgs...)
+	out, err := command.Output(ctx, command.Options{Dir: dir, Env: gobuild.Env()}, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing what %s imports: %w", strings.Join(pkgs, " "), err)
+	}
+	hashes := map[string]string{}
+	for _, d := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, d)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue // another module's
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return nil, fmt.Errorf("hashing %s: %w", d, err)
+		}
+		files := map[string]string{}
+		for _, e := range entries {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(d, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("hashing %s: %w", d, err)
+			}
+			files[e.Name()], _ = cas.Key(b)
+		}
+		if hashes[rel], err = cas.Key(files); err != nil {
+			return nil, err
+		}
+	}
+	return hashes, nil
+}
+
+// moduleRoot is the folder of the go.mod that dir belongs to.
+func moduleRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("%s is in no Go module", dir)
+		}
+	}
 }
 
 // hashLocal hashes the files of a local package folder and the go.mod and
