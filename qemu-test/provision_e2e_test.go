@@ -92,7 +92,7 @@ func TestProvisionFromStick(t *testing.T) {
 		if r, err := a.Status(ctx); err == nil {
 			rep = r
 			for _, h := range r.Hosts {
-				if _, ok := seen[h.State]; h.Name == "node-0" && !ok {
+				if _, ok := seen[h.State]; h.Name == "node-0" && h.State != "" && !ok {
 					seen[h.State] = a.Since()
 					order = append(order, h.State)
 					t.Logf("node-0 %s at +%v (power-on of the appliance)", h.State, a.Since().Round(time.Second))
