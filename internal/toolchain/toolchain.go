@@ -369,7 +369,7 @@ func hashRepoDeps(ctx context.Context, goCmd, dir string, pkgs []string) (map[st
 		return nil, err
 	}
 	args := append([]string{goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}"}, pkgs...)
-	out, err := command.Output(ctx, command.Options{Dir: dir, Env: gobuild.Env()}, args...)
+	out, err := command.Output(ctx, command.Options{Dir: dir, Env: append(os.Environ(), gobuild.Env()...)}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing what %s imports: %w", strings.Join(pkgs, " "), err)
 	}
