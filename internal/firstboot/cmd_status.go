@@ -163,6 +163,9 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 						out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
 					}
 				}
+				if s.State == "registering" && s.Error == "" && s.ErrorCount == 0 && !s.Since.IsZero() && time.Since(s.Since) >= 5*time.Minute {
+					out[i].Reason = fmt.Sprintf("registering for %v with no error reported: the baremetal-operator may be failing to create the node in Ironic (see its log: kubectl -n baremetal-operator-system logs deploy/baremetal-operator)", time.Since(s.Since).Round(time.Second))
+				}
 				if !s.Since.IsZero() {
 					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()
 				}

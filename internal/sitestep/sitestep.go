@@ -150,6 +150,10 @@ type FollowOptions struct {
 	// ErrorSettle is how long a host's error must hold before the host
 	// counts as failed: the operator retries, and a passing error clears.
 	ErrorSettle time.Duration
+	// Registering is how long a host may stay registering with no error
+	// before it counts as failed: the operator reports some failures
+	// (Ironic refusing the node) only in its own log. Zero: no limit.
+	Registering time.Duration
 	// Poll is the interval between looks (default 2 s).
 	Poll time.Duration
 	// Progress gets the hosts counted by state each time that changes.
@@ -208,6 +212,12 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 				} else if failing {
 					// The operator cleared its message to try again.
 					states[i].ErrorType, states[i].Error = lastSeen[h.Name].ErrorType, lastSeen[h.Name].Error
+				}
+				if h.State == "registering" && !failing && o.Registering > 0 && !h.Since.IsZero() && time.Since(h.Since) >= o.Registering {
+					states[i].ErrorType = "registration error"
+					states[i].Error = fmt.Sprintf("registering for %v with no error reported: the baremetal-operator may be failing to create the node in Ironic (see its log: kubectl -n baremetal-operator-system logs deploy/baremetal-operator)", time.Since(h.Since).Round(time.Second))
+					settled++
+					continue
 				}
 				switch {
 				case h.State == "provisioned" && !failing:
