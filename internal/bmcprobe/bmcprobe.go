@@ -111,13 +111,17 @@ func probeRedfish(ctx context.Context, root string) (Result, error) {
 	if err != nil {
 		return Unknown, err
 	}
-	// Only whether something answers is asked: no credentials are sent
-	// and nothing read is trusted.
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return Silent, err
+	// Only whether something answers is asked: no credentials are sent.
+	// Certificates are verified as always; a BMC whose certificate this
+	// machine does not trust (most are self-signed) still answered.
+	resp, err := http.DefaultClient.Do(req)
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case err == nil:
+		resp.Body.Close()
+		return Answers, nil
+	case errors.As(err, &certErr):
+		return Answers, nil
 	}
-	resp.Body.Close()
-	return Answers, nil
+	return Silent, err
 }

@@ -59,3 +59,16 @@ func TestRedfishAnswers(t *testing.T) {
 		t.Errorf("a Redfish service that answers: %v %v", r, err)
 	}
 }
+
+// A self-signed BMC answers, and the probe does not switch verification
+// off to find out.
+func TestRedfishSelfSignedAnswers(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the probe finished a TLS handshake with a certificate it cannot trust")
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "https://")
+	if r, err := Probe(context.Background(), "redfish://"+host+"/redfish/v1/Systems/1", 3*time.Second); r != Answers {
+		t.Errorf("a Redfish service with a self-signed certificate: %v %v", r, err)
+	}
+}
