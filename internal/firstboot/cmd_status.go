@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,8 +162,8 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 						out[i].Reason = fmt.Sprintf("trying again after %d failed tries", s.ErrorCount)
 					}
 				}
-				if s.State == "registering" && s.Error == "" && s.ErrorCount == 0 && !s.Since.IsZero() && time.Since(s.Since) >= 5*time.Minute {
-					out[i].Reason = fmt.Sprintf("registering for %v with no error reported: the baremetal-operator may be failing to create the node in Ironic (see its log: kubectl -n baremetal-operator-system logs deploy/baremetal-operator)", time.Since(s.Since).Round(time.Second))
+				if why := sitestep.StuckRegistering(s, sitestep.RegisteringLimit); why != "" {
+					out[i].Reason = why
 				}
 				if !s.Since.IsZero() {
 					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()
@@ -191,12 +190,8 @@ func sharpenBMCReasons(ctx context.Context, hosts []status.Host) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			msg := strings.Join(strings.Fields(h.Error), " ")
-			switch r, _ := bmcprobe.Probe(ctx, h.BMC, 3*time.Second); r {
-			case bmcprobe.Answers:
-				h.Reason = "registration error: the BMC at " + h.BMC + " answers but refuses the user name or password: check the host's bmc.credentials in the site (" + msg + ")"
-			case bmcprobe.Silent:
-				h.Reason = "registration error: nothing answers at " + h.BMC + ": check the host's bmc.address in the site, that the BMC is on and reachable from this machine, and that IPMI over LAN or Redfish is enabled (" + msg + ")"
+			if r, _ := bmcprobe.Probe(ctx, h.BMC, 3*time.Second); r != bmcprobe.Unknown {
+				h.Reason = status.BMCReason(h.BMC, r == bmcprobe.Answers, h.Error)
 			}
 		}()
 	}

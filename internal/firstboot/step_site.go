@@ -55,7 +55,7 @@ func siteStep(n *node) pipeline.Step {
 			// objects again, which creates nothing twice, and goes on
 			// following.
 			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
-				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: 5 * time.Minute,
+				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: sitestep.RegisteringLimit,
 				Progress: func(count string) { pc.Progress("site", count) },
 				OnError: func(h kube.HostState) {
 					for i := range hosts {

@@ -151,8 +151,7 @@ type FollowOptions struct {
 	// counts as failed: the operator retries, and a passing error clears.
 	ErrorSettle time.Duration
 	// Registering is how long a host may stay registering with no error
-	// before it counts as failed: the operator reports some failures
-	// (Ironic refusing the node) only in its own log. Zero: no limit.
+	// before it counts as failed (StuckRegistering). Zero: no limit.
 	Registering time.Duration
 	// Poll is the interval between looks (default 2 s).
 	Poll time.Duration
@@ -213,9 +212,8 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 					// The operator cleared its message to try again.
 					states[i].ErrorType, states[i].Error = lastSeen[h.Name].ErrorType, lastSeen[h.Name].Error
 				}
-				if h.State == "registering" && !failing && o.Registering > 0 && !h.Since.IsZero() && time.Since(h.Since) >= o.Registering {
-					states[i].ErrorType = "registration error"
-					states[i].Error = fmt.Sprintf("registering for %v with no error reported: the baremetal-operator may be failing to create the node in Ironic (see its log: kubectl -n baremetal-operator-system logs deploy/baremetal-operator)", time.Since(h.Since).Round(time.Second))
+				if why := StuckRegistering(h, o.Registering); why != "" {
+					states[i].ErrorType, states[i].Error = "registration error", why
 					settled++
 					continue
 				}
@@ -228,7 +226,6 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 					// begun again, its error count reset): a host that
 					// fails twice is failed, however short each error.
 					settled++
-					states[i].ErrorType, states[i].Error = lastSeen[h.Name].ErrorType, lastSeen[h.Name].Error
 				}
 			}
 			if count := CountStates(states); count != lastCount && o.Progress != nil {
@@ -248,6 +245,22 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 		case <-tick.C:
 		}
 	}
+}
+
+// RegisteringLimit is how long a host may stay registering with no error
+// before firstboot counts it as failed.
+const RegisteringLimit = 5 * time.Minute
+
+// StuckRegistering says why a host that has been registering for limit
+// or longer with no error counts as failed: the operator reports some
+// failures (Ironic refusing the node) only in its own log. It is empty
+// for any other host, and when limit is zero.
+func StuckRegistering(h kube.HostState, limit time.Duration) string {
+	if limit <= 0 || h.State != "registering" || h.Error != "" || h.ErrorCount > 0 || h.Since.IsZero() || time.Since(h.Since) < limit {
+		return ""
+	}
+	return fmt.Sprintf("registering for %v with no error reported: the baremetal-operator may be failing to create the node in Ironic (see its log: kubectl -n baremetal-operator-system logs deploy/baremetal-operator)",
+		time.Since(h.Since).Round(time.Second))
 }
 
 // CountStates counts hosts by state, in the order a host goes through

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
@@ -178,5 +179,27 @@ func TestCountStates(t *testing.T) {
 	}
 	if got := CountStates(nil); got != "hosts: none" {
 		t.Errorf("no hosts: %q", got)
+	}
+}
+
+func TestStuckRegistering(t *testing.T) {
+	long := time.Now().Add(-6 * time.Minute)
+	for _, c := range []struct {
+		h     kube.HostState
+		stuck bool
+	}{
+		{kube.HostState{State: "registering", Since: long}, true},
+		{kube.HostState{State: "registering", Since: time.Now()}, false},
+		{kube.HostState{State: "registering", Since: long, Error: "x"}, false},
+		{kube.HostState{State: "registering", Since: long, ErrorCount: 1}, false},
+		{kube.HostState{State: "inspecting", Since: long}, false},
+		{kube.HostState{State: "registering"}, false},
+	} {
+		if got := StuckRegistering(c.h, RegisteringLimit); (got != "") != c.stuck || c.stuck && !strings.Contains(got, "no error reported") {
+			t.Errorf("%+v: %q", c.h, got)
+		}
+	}
+	if got := StuckRegistering(kube.HostState{State: "registering", Since: long}, 0); got != "" {
+		t.Errorf("no limit: %q", got)
 	}
 }

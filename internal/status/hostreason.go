@@ -37,6 +37,22 @@ func HostReason(errorType, message string) string {
 	default:
 		advice = "see the message"
 	}
+	return reason(errorType, advice, message)
+}
+
+// BMCReason says what to do about a registration error once a probe
+// without credentials has asked the BMC at address whether it is there.
+func BMCReason(address string, answers bool, message string) string {
+	advice := "nothing answers at " + address + ": check the host's bmc.address in the site, that the BMC is on and reachable from this machine, and that IPMI over LAN or Redfish is enabled"
+	if answers {
+		advice = "the BMC at " + address + " answers but refuses the user name or password: check the host's bmc.credentials in the site"
+	}
+	return reason("registration error", advice, message)
+}
+
+// reason is "type: advice (message)", the message on one line and cut
+// short.
+func reason(errorType, advice, message string) string {
 	msg := strings.Join(strings.Fields(message), " ")
 	if len(msg) > 240 {
 		msg = msg[:240] + "…"

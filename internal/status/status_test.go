@@ -172,3 +172,13 @@ func TestHostReasonSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+func TestBMCReasonTellsSilenceFromRefusal(t *testing.T) {
+	msg := "Failed to get power state for node 1be26c0b. Error: IPMI call failed: power status."
+	if got := BMCReason("ipmi://192.0.2.1:623", true, msg); !strings.HasPrefix(got, "registration error: the BMC at ipmi://192.0.2.1:623 answers but refuses") || !strings.HasSuffix(got, "("+msg+")") {
+		t.Errorf("a BMC that answers: %q", got)
+	}
+	if got := BMCReason("ipmi://192.0.2.1:623", false, msg); !strings.HasPrefix(got, "registration error: nothing answers at ipmi://192.0.2.1:623: check the host's bmc.address") {
+		t.Errorf("a BMC that does not answer: %q", got)
+	}
+}
