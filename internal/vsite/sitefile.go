@@ -2,6 +2,7 @@ package vsite
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 
 	"go.yaml.in/yaml/v3"
@@ -93,14 +94,10 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 			"image":          img,
 		}
 		if h.Address.IsValid() {
-			bits := s.opts.Network.Bits()
-			var b [4]byte
-			for i := 0; i < bits; i++ {
-				b[i/8] |= 0x80 >> (i % 8)
-			}
+			mask := net.IP(net.CIDRMask(s.opts.Network.Bits(), 32))
 			host["networkData"] = m{
 				"links":    []m{{"id": "prov", "type": "phy", "ethernet_mac_address": mac}},
-				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": netip.AddrFrom4(b).String()}},
+				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": mask.String()}},
 				"services": []m{},
 			}
 		}

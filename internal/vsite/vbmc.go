@@ -3,7 +3,6 @@ package vsite
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,9 +51,4 @@ func (s *Site) startVBMC(ctx context.Context) error {
 		}
 		return true
 	})
-}
-
-// bmcAddr is where the machine's BMC listens.
-func (s *Site) bmcAddr(m Machine) string {
-	return net.JoinHostPort(s.opts.BMCAddr.String(), fmt.Sprint(m.BMCPort))
 }

@@ -194,14 +194,6 @@ func (s *Site) PowerState(ctx context.Context, name string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// Machines returns the site's machines.
-func (s *Site) Machines() []Machine { return s.opts.Machines }
-
 func run(ctx context.Context, argv ...string) ([]byte, error) {
 	return command.Run(ctx, command.Options{}, argv...)
-}
-
-// inNetns runs argv inside the site's network namespace.
-func (s *Site) inNetns(ctx context.Context, argv ...string) ([]byte, error) {
-	return run(ctx, append([]string{"ip", "netns", "exec", s.opts.Netns}, argv...)...)
 }
