@@ -128,7 +128,7 @@ func TestHostProvision(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- first.Wait() }()
 	var c *kube.Client
-	tl := newTimeline()
+	watch := &hostWatch{last: map[string]kube.HostState{}}
 	waitFor(t, ctx, 30*time.Minute, "node-0 inspecting in the first run", func() (bool, string) {
 		select {
 		case err := <-exited:
@@ -141,7 +141,7 @@ func TestHostProvision(t *testing.T) {
 			}
 			return false, "no cluster yet"
 		}
-		states := tl.look(ctx, c)
+		states := watch.look(ctx, c)
 		return states["node-0"].State == "inspecting", fmt.Sprint(states["node-0"])
 	})
 	uids := bmhUIDs(t, ctx, c)
@@ -159,7 +159,7 @@ func TestHostProvision(t *testing.T) {
 	go func() { exited <- second.Wait() }()
 	var runErr error
 	waitFor(t, ctx, 45*time.Minute, "the second run to end", func() (bool, string) {
-		states := tl.look(ctx, c)
+		states := watch.look(ctx, c)
 		select {
 		case runErr = <-exited:
 			return true, ""
@@ -171,7 +171,6 @@ func TestHostProvision(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("the second run: %v\n%s\nIronic:\n%s", runErr, command.Tail(out, 40), command.Tail(ironicLog(t), 30))
 	}
-	tl.report(t)
 	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
 		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
 	}
@@ -187,7 +186,7 @@ func TestHostProvision(t *testing.T) {
 	}
 	// The operator's own record: registered, inspected (then available
 	// until provisioning started), provisioned, in that order.
-	historyTable(t, "node-0", tl.last["node-0"].History)
+	historyTable(t, "node-0", watch.last["node-0"].History)
 
 	// The host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
@@ -313,63 +312,20 @@ func writeSite(t *testing.T, vs *vsite.Site, c vsite.SiteConfig) string {
 	return p
 }
 
-// timeline records when each host was first seen in each state.
-type timeline struct {
-	start time.Time
-	seen  map[string]map[string]time.Time
-	order map[string][]string
-	last  map[string]kube.HostState
-}
+// hostWatch keeps the last states read of the BareMetalHosts.
+type hostWatch struct{ last map[string]kube.HostState }
 
-func newTimeline() *timeline {
-	return &timeline{start: time.Now(), seen: map[string]map[string]time.Time{}, order: map[string][]string{}, last: map[string]kube.HostState{}}
-}
-
-// look reads the hosts' states and records what is new.
-func (tl *timeline) look(ctx context.Context, c *kube.Client) map[string]kube.HostState {
+// look reads the hosts' states; on a failed read, the last ones stay.
+func (w *hostWatch) look(ctx context.Context, c *kube.Client) map[string]kube.HostState {
 	if c == nil {
-		return tl.last
+		return w.last
 	}
-	states, err := c.HostStates(ctx)
-	if err != nil {
-		return tl.last
-	}
-	for _, s := range states {
-		tl.last[s.Name] = s
-		if tl.seen[s.Name] == nil {
-			tl.seen[s.Name] = map[string]time.Time{}
-		}
-		if _, ok := tl.seen[s.Name][s.State]; !ok {
-			tl.seen[s.Name][s.State] = time.Now()
-			tl.order[s.Name] = append(tl.order[s.Name], s.State)
+	if states, err := c.HostStates(ctx); err == nil {
+		for _, s := range states {
+			w.last[s.Name] = s
 		}
 	}
-	return tl.last
-}
-
-func (tl *timeline) first(host, state string) time.Time { return tl.seen[host][state] }
-
-// report logs node-0's time in each state.
-func (tl *timeline) report(t *testing.T) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "node-0's states (seen every 2 s):\n  %-14s %10s %10s\n", "STATE", "ENTERED", "FOR")
-	order := tl.order["node-0"]
-	for i, st := range order {
-		at := tl.seen["node-0"][st]
-		took := "-"
-		if i+1 < len(order) {
-			took = tl.seen["node-0"][order[i+1]].Sub(at).Round(time.Second).String()
-		}
-		name := st
-		if name == "" {
-			name = "(none)"
-		}
-		fmt.Fprintf(&b, "  %-14s %10s %10s\n", name, "+"+at.Sub(tl.start).Round(time.Second).String(), took)
-	}
-	if p, r := tl.first("node-0", "provisioned"), tl.first("node-0", "registering"); !p.IsZero() && !r.IsZero() {
-		fmt.Fprintf(&b, "  registering to provisioned: %v\n", p.Sub(r).Round(time.Second))
-	}
-	t.Log(b.String())
+	return w.last
 }
 
 // historyTable logs a host's time in each state from the operator's
