@@ -122,6 +122,18 @@ func (b bundleInfo) osImages() string {
 	return filepath.Join(b.dir, "os-images")
 }
 
+// packages is the bundle's packages folder. A bare layout has none: then
+// an empty folder, so that the web server serves no packages.
+func (b bundleInfo) packages() string {
+	if d := filepath.Join(b.dir, "packages"); fileExists(d) {
+		return d
+	}
+	return noPackages
+}
+
+// noPackages is the empty folder served for a bundle without packages.
+const noPackages = "/run/bootstick/no-packages"
+
 // findImage returns the bundle's image whose repository ends in /name.
 func (b bundleInfo) findImage(name string) (registry.ImageRef, error) {
 	for _, img := range b.images {

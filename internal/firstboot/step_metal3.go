@@ -55,7 +55,8 @@ func metal3Step(n *node) pipeline.Step {
 				return true, nil
 			}
 			t, err := os.Readlink(osImagesLink)
-			return err == nil && t == n.bundle.osImages(), nil
+			p, perr := os.Readlink(packagesLink)
+			return err == nil && t == n.bundle.osImages() && perr == nil && p == n.bundle.packages(), nil
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			early, err := n.site()
@@ -70,6 +71,12 @@ func metal3Step(n *node) pipeline.Step {
 				return err
 			}
 			if err := linkOSImages(n.bundle.osImages()); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(noPackages, 0o755); err != nil {
+				return err
+			}
+			if err := link(packagesLink, n.bundle.packages()); err != nil {
 				return err
 			}
 			c, err := kube.Load(n.kubeconfig)
@@ -113,16 +120,21 @@ func linkOSImages(dir string) error {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("the bundle has no os-images folder %s: the deploy ramdisk and the OS images live there (rebuild the stick)", dir)
 	}
-	if err := os.MkdirAll(filepath.Dir(osImagesLink), 0o755); err != nil {
+	return link(osImagesLink, dir)
+}
+
+// link points the symlink at path to target, replacing an older link.
+func link(path, target string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := osImagesLink + ".tmp"
+	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	if err := os.Symlink(dir, tmp); err != nil {
-		return fmt.Errorf("linking %s: %w", osImagesLink, err)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("linking %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, osImagesLink); err != nil {
-		return fmt.Errorf("linking %s: %w", osImagesLink, err)
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("linking %s: %w", path, err)
 	}
 	return nil
 }

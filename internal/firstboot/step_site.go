@@ -42,8 +42,19 @@ func siteStep(n *node) pipeline.Step {
 			if identity == "" {
 				identity = n.paths.ageIdentity()
 			}
+			early, err := n.site()
+			if err != nil {
+				return err
+			}
+			inst, err := installConfig(n, early.Bootstrap.Provisioning.Address)
+			if err != nil {
+				return err
+			}
+			if inst == nil {
+				logctx.From(ctx).Warn("the bundle has no bundle.lock (a bare toolchain layout): it carries no packages, so the BPA will not install the hosts")
+			}
 			hosts, err := sitestep.Apply(ctx, c, sitestep.Options{Site: n.sitePath, Images: images, KeyDir: n.paths.sshKeyDir(),
-				AgeIdentity: identity})
+				AgeIdentity: identity, Install: inst})
 			if err != nil {
 				return err
 			}

@@ -57,6 +57,19 @@ func Env() []string {
 	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off", "GOFLAGS="}
 }
 
+// RecipeEnv is Env with the recipe's own settings: cgo, and the module
+// the checksum database is not asked about.
+func RecipeEnv(r *recipes.GoRecipe) []string {
+	env := Env()
+	if r.Cgo {
+		env = append(env, "CGO_ENABLED=1")
+	}
+	if r.UncheckedSum && r.Module != "" {
+		env = append(env, "GONOSUMDB="+r.Module)
+	}
+	return env
+}
+
 // Error is a failed recipe: it names the recipe and module@version, what
 // went wrong, and the tail of the go command's output.
 type Error struct {
@@ -128,7 +141,7 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 	args = append(args, pkgs...)
 	var onLine func(string)
 	if opts.Progress != nil {
-		total, err := countDeps(ctx, goCmd, dir, r.Local == "", pkgs)
+		total, err := countDeps(ctx, RecipeEnv(r), goCmd, dir, r.Local == "", pkgs)
 		if err != nil {
 			return fail("resolving", "", err)
 		}
@@ -149,7 +162,7 @@ func Build(ctx context.Context, r *recipes.GoRecipe, workDir, outDir string, opt
 			opts.Progress.Add(1)
 		}
 	}
-	if out, err := runLines(ctx, goCmd, dir, onLine, args...); err != nil {
+	if out, err := runLines(ctx, RecipeEnv(r), goCmd, dir, onLine, args...); err != nil {
 		return fail("building", out, err)
 	}
 	// Each binary gets its recipe name; no two packages of a recipe share a
@@ -214,7 +227,7 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 	} else {
 		// `go mod download` of one module needs no main module; run it
 		// in workDir before go.mod exists there.
-		out, err := run(ctx, goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
+		out, err := run(ctx, RecipeEnv(r), goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
 		var info downloadInfo
 		if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
 			return fail("", fmt.Errorf("the module proxy refused it: %s", info.Error))
@@ -306,13 +319,13 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 }
 
 // countDeps counts the packages a build of pkgs compiles at most.
-func countDeps(ctx context.Context, goCmd, dir string, modMod bool, pkgs []string) (int, error) {
+func countDeps(ctx context.Context, env []string, goCmd, dir string, modMod bool, pkgs []string) (int, error) {
 	args := append([]string{"list"}, Flags...)
 	if modMod {
 		args = append(args, "-mod=mod")
 	}
 	args = append(append(args, "-deps", "-f", "{{.ImportPath}}"), pkgs...)
-	out, err := run(ctx, goCmd, dir, args...)
+	out, err := run(ctx, env, goCmd, dir, args...)
 	if err != nil {
 		return 0, fmt.Errorf("listing the packages to build: %w\n%s", err, tail(out, 15))
 	}
@@ -327,13 +340,13 @@ func countDeps(ctx context.Context, goCmd, dir string, modMod bool, pkgs []strin
 
 // runLines is run, with each line of output also handed to onLine (when
 // set) as it comes.
-func runLines(ctx context.Context, goCmd, dir string, onLine func(string), args ...string) (string, error) {
+func runLines(ctx context.Context, env []string, goCmd, dir string, onLine func(string), args ...string) (string, error) {
 	if onLine == nil {
-		return run(ctx, goCmd, dir, args...)
+		return run(ctx, env, goCmd, dir, args...)
 	}
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), Env()...)
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	var b bytes.Buffer
 	cmd.Stdout = pw
@@ -358,10 +371,10 @@ func runLines(ctx context.Context, goCmd, dir string, onLine func(string), args 
 	return b.String(), err
 }
 
-func run(ctx context.Context, goCmd, dir string, args ...string) (string, error) {
+func run(ctx context.Context, env []string, goCmd, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), Env()...)
+	cmd.Env = append(os.Environ(), env...)
 	var b bytes.Buffer
 	cmd.Stdout = &b
 	cmd.Stderr = &b

@@ -64,6 +64,13 @@ type GoRecipe struct {
 	// modules that need a version the checksum database does not know
 	// (baremetal-operator v0.6.0's gophercloud pseudo-version).
 	UpstreamSum bool `yaml:"upstreamSum,omitempty"`
+	// UncheckedSum is for a module version the checksum database does not
+	// know (flannel v0.27.4): go.sum records the hash the module proxy
+	// serves, and the build's cache key and the lock pin what was built.
+	UncheckedSum bool `yaml:"uncheckedSum,omitempty"`
+	// Cgo builds with cgo (flannel's UDP back end is C): the binary then
+	// needs the C library, which the image must carry (debs: [libc6]).
+	Cgo bool `yaml:"cgo,omitempty"`
 	// Replace adds replace directives (module path => folder or
 	// module@version), e.g. to build from a local checkout.
 	Replace map[string]string `yaml:"replace,omitempty"`

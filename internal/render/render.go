@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
@@ -58,6 +59,15 @@ type Options struct {
 	// ImageBaseURL is where bundled images are served, ending in "/".
 	// Empty means http://PROVISIONING-ADDRESS:6180/images/.
 	ImageBaseURL string
+	// HostKeys are the SSH host keys firstboot made, one per host by
+	// name: each host's cloud-init installs its own, and the BPA trusts
+	// no other. A host without one (offline render and validate) makes
+	// its own keys, and the BPA will not install it.
+	HostKeys map[string]*sshkeys.KeyPair
+	// Install is what the BPA installs from the stick (packages, the
+	// registry, plugins). Render adds each host's address and host key and
+	// writes it as ConfigMap install.ConfigMapName. Nil: no ConfigMap.
+	Install *install.Config
 }
 
 // BMCSecretName and the others name a host's objects.
@@ -117,7 +127,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 				"password": []byte(h.BMC.Credentials.Password.Reveal()),
 			},
 		})
-		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...))
+		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...), opts.HostKeys[h.Name])
 		if err != nil {
 			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
 		}
@@ -187,6 +197,26 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 	}
 	objs = append(objs, prov)
+	if opts.Install != nil {
+		cfg := *opts.Install
+		cfg.Hosts = map[string]install.Host{}
+		for _, h := range hosts {
+			ih := install.Host{Address: StaticAddress(h.NetworkData)}
+			if k := opts.HostKeys[h.Name]; k != nil {
+				ih.HostKey = k.Public
+			}
+			cfg.Hosts[h.Name] = ih
+		}
+		data, err := cfg.Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("rendering the install configuration: %w", err)
+		}
+		objs = append(objs, &corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: objectMeta(install.ConfigMapName, s, "", ""),
+			Data:       map[string]string{install.ConfigKey: data},
+		})
+	}
 	objs = append(objs, &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: objectMeta(SSHKeySecret, s, "", ""),
@@ -244,18 +274,63 @@ func hostImage(h site.Host, images map[string]site.BundledImage, noBundle bool, 
 	return out, nil
 }
 
-// cloudConfig is a host's user data: its name and the keys root's
-// authorized_keys gets.
-func cloudConfig(hostname string, keys []string) ([]byte, error) {
-	body, err := yaml.Marshal(struct {
-		Hostname          string   `yaml:"hostname"`
-		SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys"`
-		DisableRoot       bool     `yaml:"disable_root"`
-	}{hostname, keys, false})
+// cloudConfig is a host's user data: its name, the keys root's
+// authorized_keys gets, and its SSH host key (the only one: cloud-init
+// deletes the image's and makes no other).
+func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair) ([]byte, error) {
+	cc := struct {
+		Hostname          string            `yaml:"hostname"`
+		SSHAuthorizedKeys []string          `yaml:"ssh_authorized_keys"`
+		DisableRoot       bool              `yaml:"disable_root"`
+		SSHDeleteKeys     bool              `yaml:"ssh_deletekeys,omitempty"`
+		SSHGenKeyTypes    *[]string         `yaml:"ssh_genkeytypes,omitempty"`
+		SSHKeys           map[string]string `yaml:"ssh_keys,omitempty"`
+	}{Hostname: hostname, SSHAuthorizedKeys: keys}
+	if hostKey != nil {
+		cc.SSHDeleteKeys, cc.SSHGenKeyTypes = true, &[]string{}
+		cc.SSHKeys = map[string]string{"ed25519_private": string(hostKey.Private), "ed25519_public": hostKey.Public}
+	}
+	body, err := yaml.Marshal(cc)
 	if err != nil {
 		return nil, err
 	}
 	return append([]byte("#cloud-config\n"), body...), nil
+}
+
+// StaticAddress is the first IPv4 address a host's network data gives
+// it, in OpenStack's format (networks[].ip_address) or cloud-init's
+// (ethernets.*.addresses), or "" when it takes one by DHCP.
+func StaticAddress(nd map[string]any) string {
+	if nets, ok := nd["networks"].([]any); ok {
+		for _, n := range nets {
+			if m, ok := n.(map[string]any); ok {
+				if a, ok := m["ip_address"].(string); ok {
+					if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+						return ip.String()
+					}
+				}
+			}
+		}
+	}
+	if eths, ok := nd["ethernets"].(map[string]any); ok {
+		names := make([]string, 0, len(eths))
+		for k := range eths {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			e, _ := eths[k].(map[string]any)
+			addrs, _ := e["addresses"].([]any)
+			for _, a := range addrs {
+				if s, ok := a.(string); ok {
+					if pr, err := netip.ParsePrefix(s); err == nil && pr.Addr().Is4() {
+						return pr.Addr().String()
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func ptr[T any](v T) *T { return &v }

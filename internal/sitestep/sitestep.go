@@ -20,6 +20,7 @@ import (
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
@@ -38,6 +39,9 @@ type Options struct {
 	AgeIdentity string
 	// ImageBaseURL is where bundled OS images are served; default from the site.
 	ImageBaseURL string
+	// Install is what the BPA installs from the stick; nil when the
+	// bundle has none (render then writes no install ConfigMap).
+	Install *install.Config
 }
 
 // Host is what status shows of a host besides its live state: nothing
@@ -88,7 +92,18 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	if created {
 		log.Info("generated the hosts' SSH key pair", "dir", o.KeyDir, "public", key.Public)
 	}
-	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL})
+	names := make([]string, len(s.Hosts))
+	for i, h := range s.Hosts {
+		names[i] = h.Name
+	}
+	hostKeys, made, err := sshkeys.LoadOrGenerateHosts(o.KeyDir, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(made) > 0 {
+		log.Info("generated SSH host keys", "hosts", strings.Join(made, ", "))
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL, HostKeys: hostKeys, Install: o.Install})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -136,4 +137,30 @@ func writeIfChanged(path string, data []byte, mode os.FileMode) error {
 		return nil
 	}
 	return atomicfile.Write(path, data, mode)
+}
+
+// HostKeysDir is the folder, under a key folder, that keeps each host's
+// SSH host key pair in a folder named for the host.
+const HostKeysDir = "hosts"
+
+// LoadOrGenerateHosts loads or makes the host key pair of each named
+// host under dir/hosts/NAME, and returns them by name with the names of
+// those made now.
+func LoadOrGenerateHosts(dir string, names []string) (map[string]*KeyPair, []string, error) {
+	out := make(map[string]*KeyPair, len(names))
+	var created []string
+	for _, n := range names {
+		if n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\\") {
+			return nil, nil, fmt.Errorf("host name %q cannot name a folder", n)
+		}
+		k, made, err := LoadOrGenerate(filepath.Join(dir, HostKeysDir, n))
+		if err != nil {
+			return nil, nil, err
+		}
+		if made {
+			created = append(created, n)
+		}
+		out[n] = k
+	}
+	return out, created, nil
 }

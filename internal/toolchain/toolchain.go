@@ -282,7 +282,7 @@ func buildRecipe(ctx context.Context, opts Options, goCmd, goVersion string, r *
 	s := opts.Store
 	inputs := map[string]any{
 		"action": "gobuild/v1", "recipe": r, "go": goVersion,
-		"flags": gobuild.Flags, "env": gobuild.Env(), "epoch": opts.Epoch.Unix(),
+		"flags": gobuild.Flags, "env": gobuild.RecipeEnv(r), "epoch": opts.Epoch.Unix(),
 	}
 	if r.Local != "" {
 		h, err := hashLocal(filepath.Join(opts.Spec.Dir, r.Local))

@@ -7,6 +7,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +38,9 @@ type Reconciler struct {
 	Client client.Client
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Installs turns on the installer: once a Provisioning's first master
+	// is provisioned, install its hosts over SSH and form the cluster.
+	Installs bool
 }
 
 // Reconcile recomputes one Provisioning's status and writes it when it
@@ -58,17 +62,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		now = r.Now
 	}
 	st := Status(&p, bmhs.Items, metav1.NewTime(now().Truncate(time.Second)))
-	if equality.Semantic.DeepEqual(st, p.Status) {
+	if !equality.Semantic.DeepEqual(st, p.Status) {
+		p.Status = st
+		// A conflict (someone wrote in between) returns an error: the
+		// request is queued again and recomputed from fresh objects.
+		if err := r.Client.Status().Update(ctx, &p); err != nil {
+			return reconcile.Result{}, fmt.Errorf("writing the status of provisioning %s: %w", req.NamespacedName, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("status written", "hosts", len(st.Hosts), "ready", meta.FindStatusCondition(st.Conditions, ConditionReady).Reason)
+	}
+	if !r.Installs {
 		return reconcile.Result{}, nil
 	}
-	p.Status = st
-	// A conflict (someone wrote in between) returns an error: the request
-	// is queued again and recomputed from fresh objects.
-	if err := r.Client.Status().Update(ctx, &p); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the status of provisioning %s: %w", req.NamespacedName, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("status written", "hosts", len(st.Hosts), "ready", st.Conditions[0].Reason)
-	return reconcile.Result{}, nil
+	again, err := r.Install(ctx, &p, bmhs.Items)
+	return reconcile.Result{RequeueAfter: again}, err
 }
 
 // SetupWithManager watches Provisionings, and BareMetalHosts: a change to

@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&Reconciler{Installs: true}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the provisioning controller: %w", err)
 	}
 	if o.ProbeAddr != "0" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -132,7 +133,17 @@ func HostStatuses(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.T
 			st.State, st.Error = hostState(b)
 		}
 		st.LastUpdated = &now
-		if old, ok := prev[h.name]; ok && old.State == st.State && old.LastUpdated != nil {
+		old, hadOld := prev[h.name]
+		if st.State == bpa.HostProvisioned {
+			// The install of this provisioning goes on where it was; a
+			// host provisioned again starts it anew.
+			st.ProvisionedAt = provisionedAt(byMAC[mac][0])
+			if hadOld && old.ProvisionedAt != nil && st.ProvisionedAt != nil && old.ProvisionedAt.Equal(st.ProvisionedAt) && (provisioned(old.State) || old.State == bpa.HostError) {
+				st.State, st.Error = old.State, old.Error
+				st.Address, st.Phases, st.Failures, st.NextRetry = old.Address, old.Phases, old.Failures, old.NextRetry
+			}
+		}
+		if hadOld && old.State == st.State && old.LastUpdated != nil {
 			st.LastUpdated = old.LastUpdated
 		}
 		out = append(out, st)
@@ -161,11 +172,25 @@ func hostState(b *metal3.BareMetalHost) (bpa.HostState, string) {
 	}
 }
 
+// provisionedAt is when b's OS was written (the end of its provision
+// operation), or nil when BMO recorded none (externally provisioned).
+func provisionedAt(b *metal3.BareMetalHost) *metav1.Time {
+	end := b.Status.OperationHistory.Provision.End
+	if end.IsZero() {
+		return nil
+	}
+	t := metav1.NewTime(end.Time.Truncate(time.Second))
+	return &t
+}
+
 // readyCondition summarizes the hosts.
 func readyCondition(hs []bpa.HostStatus, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: ConditionReady, ObservedGeneration: generation}
 	count := map[bpa.HostState]int{}
 	for _, h := range hs {
+		if h.State == bpa.HostError && h.ProvisionedAt != nil {
+			continue // provisioned; the install failed (ClusterReady says so)
+		}
 		count[h.State]++
 	}
 	switch {
@@ -174,19 +199,29 @@ func readyCondition(hs []bpa.HostStatus, generation int64) metav1.Condition {
 	case count[bpa.HostError] > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, "HostError"
 		c.Message = fmt.Sprintf("%d of %d hosts have an error", count[bpa.HostError], len(hs))
-	case count[bpa.HostProvisioned] == len(hs):
+	case provisionedCount(hs) == len(hs):
 		c.Status, c.Reason = metav1.ConditionTrue, "AllProvisioned"
 		c.Message = fmt.Sprintf("%d hosts provisioned", len(hs))
 	default:
 		c.Status, c.Reason = metav1.ConditionFalse, "Waiting"
-		c.Message = fmt.Sprintf("%d of %d hosts provisioned, %d waiting for a BareMetalHost", count[bpa.HostProvisioned], len(hs), count[bpa.HostPending])
+		c.Message = fmt.Sprintf("%d of %d hosts provisioned, %d waiting for a BareMetalHost", provisionedCount(hs), len(hs), count[bpa.HostPending])
 	}
 	return c
 }
 
+func provisionedCount(hs []bpa.HostStatus) int {
+	n := 0
+	for _, h := range hs {
+		if provisioned(h.State) || (h.State == bpa.HostError && h.ProvisionedAt != nil) {
+			n++
+		}
+	}
+	return n
+}
+
 // Status computes p's whole status.
 func Status(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.Time) bpa.ProvisioningStatus {
-	st := bpa.ProvisioningStatus{ObservedGeneration: p.Generation}
+	st := bpa.ProvisioningStatus{ObservedGeneration: p.Generation, KubeconfigSecret: p.Status.KubeconfigSecret}
 	st.Hosts = HostStatuses(p, bmhs, now)
 	st.Conditions = append([]metav1.Condition(nil), p.Status.Conditions...)
 	c := readyCondition(st.Hosts, p.Generation)

@@ -74,7 +74,7 @@ type Worker struct {
 }
 
 // HostState is where one host of a Provisioning is.
-// +kubebuilder:validation:Enum=Pending;Matched;Provisioning;Provisioned;Error
+// +kubebuilder:validation:Enum=Pending;Matched;Provisioning;Provisioned;Installing;Unreachable;Ready;Error
 type HostState string
 
 // The states a host goes through.
@@ -87,9 +87,39 @@ const (
 	HostProvisioning HostState = "Provisioning"
 	// HostProvisioned: the OS runs; the host can join the cluster.
 	HostProvisioned HostState = "Provisioned"
+	// HostInstalling: the BPA installs the packages and joins the host to
+	// the cluster (see Phases).
+	HostInstalling HostState = "Installing"
+	// HostUnreachable: the BPA cannot reach the host over SSH and retries
+	// with backoff (see Error and NextRetry).
+	HostUnreachable HostState = "Unreachable"
+	// HostReady: the host is a Ready node of the cluster.
+	HostReady HostState = "Ready"
 	// HostError: see Error.
 	HostError HostState = "Error"
 )
+
+// Install phases, in order.
+const (
+	PhaseConnect = "connect"
+	PhaseInstall = "install"
+	PhaseInit    = "init"
+	PhaseJoin    = "join"
+	PhaseReady   = "ready"
+)
+
+// Phase is one step of installing a host: when it started and when it
+// ended.
+type Phase struct {
+	// Name is connect, install, init (the first master), join or ready.
+	Name    string      `json:"name"`
+	Started metav1.Time `json:"started"`
+	// +optional
+	Finished *metav1.Time `json:"finished,omitempty"`
+	// Duration is Finished - Started, e.g. "1m12s".
+	// +optional
+	Duration string `json:"duration,omitempty"`
+}
 
 // HostStatus is one host's progress.
 type HostStatus struct {
@@ -113,6 +143,23 @@ type HostStatus struct {
 	// LastUpdated is when State last changed.
 	// +optional
 	LastUpdated *metav1.Time `json:"lastUpdated,omitempty"`
+	// Address is where the BPA reaches the host over SSH.
+	// +optional
+	Address string `json:"address,omitempty"`
+	// ProvisionedAt is when the BareMetalHost's OS was written: the
+	// install below is for that provisioning, and a host provisioned again
+	// is installed again.
+	// +optional
+	ProvisionedAt *metav1.Time `json:"provisionedAt,omitempty"`
+	// Phases are the install's steps on the host, in order.
+	// +optional
+	Phases []Phase `json:"phases,omitempty"`
+	// Failures counts the install's failed tries in a row; NextRetry is
+	// when the BPA tries again.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// +optional
+	NextRetry *metav1.Time `json:"nextRetry,omitempty"`
 }
 
 // ProvisioningStatus is what the BPA has done.
@@ -125,7 +172,12 @@ type ProvisioningStatus struct {
 	// +listMapKey=name
 	// +optional
 	Hosts []HostStatus `json:"hosts,omitempty"`
-	// Conditions are Ready and the like.
+	// KubeconfigSecret names the Secret (key "value") holding the
+	// application cluster's admin kubeconfig, once the cluster exists.
+	// +optional
+	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
+	// Conditions are Ready (every host provisioned) and ClusterReady
+	// (every host a Ready node).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -1,0 +1,524 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"net"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/bootstick/bootstick/internal/bpa/install"
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+)
+
+// ConditionClusterReady is True when every host is a Ready node of the
+// application cluster.
+const ConditionClusterReady = "ClusterReady"
+
+// SSHKeySecret holds the key pair firstboot generated (key ssh-privatekey).
+const SSHKeySecret = "bootstick-ssh-key"
+
+// KubeconfigSecretName names the Secret with a cluster's admin kubeconfig
+// (key "value").
+func KubeconfigSecretName(cluster string) string { return cluster + "-kubeconfig" }
+
+// Backoff for a host that failed: 10 s, doubling, at most 5 minutes.
+var (
+	BackoffBase = 10 * time.Second
+	BackoffMax  = 5 * time.Minute
+	// ReadyPoll is how often the BPA looks at the nodes until all are Ready.
+	ReadyPoll = 10 * time.Second
+)
+
+func backoff(failures int32) time.Duration {
+	d := BackoffBase
+	for i := int32(1); i < failures && d < BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, BackoffMax)
+}
+
+// installed reports whether a host's BareMetalHost has its OS: only then
+// does the BPA install it.
+func provisioned(st bpa.HostState) bool {
+	switch st {
+	case bpa.HostProvisioned, bpa.HostInstalling, bpa.HostUnreachable, bpa.HostReady:
+		return true
+	}
+	return false
+}
+
+// clusterName is the Provisioning's cluster label, or its name.
+func clusterName(p *bpa.Provisioning) string {
+	if c := p.Labels["cluster"]; c != "" {
+		return c
+	}
+	return p.Name
+}
+
+// plugins are the Provisioning's KUD plugins, with the pod network first:
+// a cluster without one has no Ready node.
+func plugins(spec bpa.ProvisioningSpec) []string {
+	out := []string{install.PluginFlannel}
+	for _, p := range spec.KUDPlugins {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// run is one pass of installing a Provisioning's hosts.
+type run struct {
+	r    *Reconciler
+	p    *bpa.Provisioning
+	bmhs map[string]*metal3.BareMetalHost
+	cfg  *install.Config
+	key  ssh.Signer
+	cl   install.Cluster
+	now  func() time.Time
+	// requeue is the soonest the pass wants to run again (0: no need).
+	requeue time.Duration
+	clients map[string]*install.Client
+}
+
+func (x *run) wantAgain(d time.Duration) {
+	if d > 0 && (x.requeue == 0 || d < x.requeue) {
+		x.requeue = d
+	}
+}
+
+func (x *run) host(name string) *bpa.HostStatus {
+	for i := range x.p.Status.Hosts {
+		if x.p.Status.Hosts[i].Name == name {
+			return &x.p.Status.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// save writes the status now, so that each phase shows as it happens.
+func (x *run) save(ctx context.Context) error {
+	x.setClusterCondition()
+	if err := x.r.Client.Status().Update(ctx, x.p); err != nil {
+		return fmt.Errorf("writing the status of provisioning %s/%s: %w", x.p.Namespace, x.p.Name, err)
+	}
+	return nil
+}
+
+func (x *run) setClusterCondition() {
+	c := metav1.Condition{Type: ConditionClusterReady, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))}
+	ready, unreachable, failed := 0, 0, 0
+	for _, h := range x.p.Status.Hosts {
+		switch h.State {
+		case bpa.HostReady:
+			ready++
+		case bpa.HostUnreachable:
+			unreachable++
+		case bpa.HostError:
+			failed++
+		}
+	}
+	n := len(x.p.Status.Hosts)
+	switch {
+	case n > 0 && ready == n:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "AllNodesReady", fmt.Sprintf("%d nodes Ready; kubeconfig in Secret %s", n, x.p.Status.KubeconfigSecret)
+	case failed > 0 || unreachable > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, "HostsFailing"
+		c.Message = fmt.Sprintf("%d of %d nodes Ready, %d unreachable, %d failed", ready, n, unreachable, failed)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Installing", fmt.Sprintf("%d of %d nodes Ready", ready, n)
+	}
+	meta.SetStatusCondition(&x.p.Status.Conditions, c)
+}
+
+// refuse marks the cluster as not installable, for a reason the operator
+// must fix.
+func (x *run) refuse(ctx context.Context, reason, msg string) error {
+	meta.SetStatusCondition(&x.p.Status.Conditions, metav1.Condition{Type: ConditionClusterReady, Status: metav1.ConditionFalse,
+		Reason: reason, Message: msg, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))})
+	ctrl.LoggerFrom(ctx).Info("not installing the cluster", "reason", reason, "message", msg)
+	return x.r.Client.Status().Update(ctx, x.p)
+}
+
+// Install installs every provisioned host of p and forms the cluster: the
+// first master (by name) first, then the others as they are provisioned.
+// p.Status.Hosts must be current. Each phase is written to the status as
+// it starts and ends; a phase that ended for the host's current
+// provisioning is not run again.
+func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []metal3.BareMetalHost) (time.Duration, error) {
+	x := &run{r: r, p: p, bmhs: map[string]*metal3.BareMetalHost{}, now: r.clock(), clients: map[string]*install.Client{}}
+	defer func() {
+		for _, c := range x.clients {
+			c.Close()
+		}
+	}()
+	for i := range bmhs {
+		x.bmhs[bmhs[i].Name] = &bmhs[i]
+	}
+	var masters []string
+	for _, h := range p.Status.Hosts {
+		if h.Role == RoleMaster {
+			masters = append(masters, h.Name)
+		}
+	}
+	if len(masters) == 0 {
+		return 0, x.refuse(ctx, "NoMaster", "the Provisioning names no master: a cluster needs one")
+	}
+	first := x.host(masters[0])
+	if !provisioned(first.State) {
+		return 0, nil // nothing to do before the first master has its OS
+	}
+
+	var cm corev1.ConfigMap
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: install.ConfigMapName}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return time.Minute, x.refuse(ctx, "NoInstallConfig", fmt.Sprintf("no ConfigMap %s/%s: firstboot's site step writes it", p.Namespace, install.ConfigMapName))
+		}
+		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", p.Namespace, install.ConfigMapName, err)
+	}
+	cfg, err := install.ParseConfig(cm.Data[install.ConfigKey])
+	if err != nil {
+		return 0, x.refuse(ctx, "BadInstallConfig", err.Error())
+	}
+	x.cfg = cfg
+	pl := plugins(p.Spec)
+	if unknown := cfg.UnknownPlugins(pl); len(unknown) > 0 {
+		return 0, x.refuse(ctx, "UnknownPlugin", fmt.Sprintf("KUD plugins %s are not on this stick, which serves %s: remove them from the site's cluster.kudPlugins",
+			strings.Join(unknown, ", "), strings.Join(cfg.PluginNames(), ", ")))
+	}
+	var keySecret corev1.Secret
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: SSHKeySecret}, &keySecret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return time.Minute, x.refuse(ctx, "NoSSHKey", fmt.Sprintf("no Secret %s/%s: firstboot's site step writes it", p.Namespace, SSHKeySecret))
+		}
+		return 0, fmt.Errorf("reading Secret %s/%s: %w", p.Namespace, SSHKeySecret, err)
+	}
+	if x.key, err = ssh.ParsePrivateKey(keySecret.Data[corev1.SSHAuthPrivateKey]); err != nil {
+		// The parser's message never quotes the key.
+		return 0, x.refuse(ctx, "BadSSHKey", fmt.Sprintf("Secret %s/%s: key %s is not an SSH private key", p.Namespace, SSHKeySecret, corev1.SSHAuthPrivateKey))
+	}
+	podSubnet := p.Spec.PodSubnet
+	if podSubnet == "" {
+		podSubnet = install.DefaultPodSubnet
+	}
+	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, Plugins: pl}
+
+	// The first master makes the cluster; the others need it.
+	if ok := x.hostPhases(ctx, first, true); !ok {
+		return x.requeue, x.save(ctx)
+	}
+	for i := range p.Status.Hosts {
+		h := &p.Status.Hosts[i]
+		if h.Name == first.Name || !provisioned(h.State) {
+			continue
+		}
+		x.hostPhases(ctx, h, false)
+	}
+	x.readyPhase(ctx)
+	return x.requeue, x.save(ctx)
+}
+
+func (r *Reconciler) clock() func() time.Time {
+	if r.Now != nil {
+		return r.Now
+	}
+	return time.Now
+}
+
+// phaseDone reports whether h finished phase name.
+func phaseDone(h *bpa.HostStatus, name string) bool {
+	for _, ph := range h.Phases {
+		if ph.Name == name && ph.Finished != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// begin records phase name as started (again, when it was cut short).
+func (x *run) begin(ctx context.Context, h *bpa.HostStatus, name string) {
+	t := metav1.NewTime(x.now().Truncate(time.Second))
+	h.Phases = slices.DeleteFunc(h.Phases, func(ph bpa.Phase) bool { return ph.Name == name })
+	h.Phases = append(h.Phases, bpa.Phase{Name: name, Started: t})
+	if h.State != bpa.HostInstalling {
+		h.State, h.LastUpdated = bpa.HostInstalling, &t
+	}
+	if err := x.save(ctx); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "recording a phase's start", "host", h.Name, "phase", name)
+	}
+	ctrl.LoggerFrom(ctx).Info("phase started", "host", h.Name, "phase", name)
+}
+
+func (x *run) end(ctx context.Context, h *bpa.HostStatus, name string) {
+	t := metav1.NewTime(x.now().Truncate(time.Second))
+	for i := range h.Phases {
+		if h.Phases[i].Name == name {
+			h.Phases[i].Finished = &t
+			h.Phases[i].Duration = t.Sub(h.Phases[i].Started.Time).String()
+			ctrl.LoggerFrom(ctx).Info("phase done", "host", h.Name, "phase", name, "took", h.Phases[i].Duration)
+		}
+	}
+	h.Error, h.Failures, h.NextRetry = "", 0, nil
+	if err := x.save(ctx); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "recording a phase's end", "host", h.Name, "phase", name)
+	}
+}
+
+// fail records a failed phase: the host is Unreachable or in Error, and
+// is tried again after a backoff.
+func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err error) {
+	h.Failures++
+	wait := backoff(h.Failures)
+	next := metav1.NewTime(x.now().Add(wait).Truncate(time.Second))
+	h.NextRetry = &next
+	st := bpa.HostError
+	var un *install.UnreachableError
+	if errors.As(err, &un) {
+		st = bpa.HostUnreachable
+	}
+	if h.State != st {
+		t := metav1.NewTime(x.now().Truncate(time.Second))
+		h.State, h.LastUpdated = st, &t
+	}
+	h.Error = fmt.Sprintf("%s: %v (try %d; next at %s)", phase, err, h.Failures, next.UTC().Format(time.TimeOnly))
+	delete(x.clients, h.Name)
+	x.wantAgain(wait)
+	ctrl.LoggerFrom(ctx).Info("phase failed", "host", h.Name, "phase", phase, "error", h.Error)
+}
+
+// waiting reports whether h is in its backoff.
+func (x *run) waiting(h *bpa.HostStatus) bool {
+	if h.NextRetry != nil && x.now().Before(h.NextRetry.Time) {
+		x.wantAgain(h.NextRetry.Sub(x.now()))
+		return true
+	}
+	return false
+}
+
+func (x *run) client(ctx context.Context, h *bpa.HostStatus) (*install.Client, error) {
+	if c := x.clients[h.Name]; c != nil {
+		return c, nil
+	}
+	c, err := install.Connect(ctx, x.cfg, x.key, h.Name, h.Address)
+	if err != nil {
+		return nil, err
+	}
+	x.clients[h.Name] = c
+	return c, nil
+}
+
+// hostPhases runs connect, install and init (first) or join on h, each
+// unless done. It reports whether h is in the cluster.
+func (x *run) hostPhases(ctx context.Context, h *bpa.HostStatus, first bool) bool {
+	if phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin) {
+		return true
+	}
+	if x.waiting(h) {
+		return false
+	}
+	if h.Address == "" {
+		h.Address = x.cfg.Hosts[h.Name].Address
+	}
+	if h.Address == "" {
+		h.Address = bootAddress(x.bmhs[h.BareMetalHost], h.MACAddress)
+	}
+	phase := bpa.PhaseConnect
+	step := func(name string, f func(c *install.Client) error) bool {
+		phase = name
+		if name != bpa.PhaseConnect && phaseDone(h, name) {
+			return true
+		}
+		if !phaseDone(h, name) {
+			x.begin(ctx, h, name)
+		}
+		c, err := x.client(ctx, h)
+		if err == nil && f != nil {
+			err = f(c)
+		}
+		if err != nil {
+			x.fail(ctx, h, phase, err)
+			return false
+		}
+		if !phaseDone(h, name) {
+			x.end(ctx, h, name)
+		}
+		return true
+	}
+	if !step(bpa.PhaseConnect, nil) {
+		return false
+	}
+	if !step(bpa.PhaseInstall, func(c *install.Client) error {
+		script, err := install.InstallScript(x.cfg, x.cl)
+		if err != nil {
+			return err
+		}
+		_, err = c.Run(ctx, "installing the packages", script)
+		return err
+	}) {
+		return false
+	}
+	if first {
+		return step(bpa.PhaseInit, func(c *install.Client) error { return x.initCluster(ctx, c, h) })
+	}
+	return step(bpa.PhaseJoin, func(c *install.Client) error { return x.join(ctx, c, h) })
+}
+
+// initCluster makes the cluster on the first master, stores its
+// kubeconfig, and applies the plugins.
+func (x *run) initCluster(ctx context.Context, c *install.Client, h *bpa.HostStatus) error {
+	x.cl.Endpoint = hostOnly(h.Address)
+	script, err := install.InitScript(x.cfg, x.cl, h.Name, hostOnly(h.Address))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Run(ctx, "kubeadm init", script); err != nil {
+		return err
+	}
+	if err := x.storeKubeconfig(ctx, c); err != nil {
+		return err
+	}
+	for _, name := range x.cl.Plugins {
+		m, err := install.PluginManifest(x.cfg, x.cl, name)
+		if err != nil {
+			return err
+		}
+		if err := install.Apply(ctx, c, "KUD plugin "+name, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeKubeconfig copies the admin kubeconfig into the cluster's Secret.
+func (x *run) storeKubeconfig(ctx context.Context, master *install.Client) error {
+	kc, err := install.Kubeconfig(ctx, master)
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KubeconfigSecretName(x.cl.Name), Namespace: x.p.Namespace}}
+	_, err = controllerutil.CreateOrUpdate(ctx, x.r.Client, s, func() error {
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels["cluster"] = x.cl.Name
+		s.Type = corev1.SecretTypeOpaque
+		s.Data = map[string][]byte{"value": kc}
+		return controllerutil.SetControllerReference(x.p, s, x.r.Client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("storing the kubeconfig in Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	x.p.Status.KubeconfigSecret = s.Name
+	return nil
+}
+
+// join joins h through the first master.
+func (x *run) join(ctx context.Context, c *install.Client, h *bpa.HostStatus) error {
+	first := x.firstMaster()
+	if first == nil || !phaseDone(first, bpa.PhaseInit) {
+		return errors.New("the first master has no cluster yet")
+	}
+	x.cl.Endpoint = hostOnly(first.Address)
+	m, err := x.client(ctx, first)
+	if err != nil {
+		return fmt.Errorf("reaching the first master %s: %w", first.Name, err)
+	}
+	master := h.Role == RoleMaster
+	j, err := install.JoinSecrets(ctx, m, master)
+	if err != nil {
+		return err
+	}
+	script, err := install.JoinScript(x.cl, h.Name, hostOnly(h.Address), master, j)
+	if err != nil {
+		return err
+	}
+	_, err = c.Run(ctx, "kubeadm join", script, j.Token, j.CertificateKey)
+	return err
+}
+
+func (x *run) firstMaster() *bpa.HostStatus {
+	for i := range x.p.Status.Hosts {
+		if x.p.Status.Hosts[i].Role == RoleMaster {
+			return &x.p.Status.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// readyPhase marks each host in the cluster Ready once its node is.
+func (x *run) readyPhase(ctx context.Context) {
+	first := x.firstMaster()
+	var waiting []*bpa.HostStatus
+	for i := range x.p.Status.Hosts {
+		h := &x.p.Status.Hosts[i]
+		if (phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin)) && !phaseDone(h, bpa.PhaseReady) {
+			if !slices.ContainsFunc(h.Phases, func(ph bpa.Phase) bool { return ph.Name == bpa.PhaseReady }) {
+				x.begin(ctx, h, bpa.PhaseReady)
+			}
+			waiting = append(waiting, h)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	m, err := x.client(ctx, first)
+	var ready map[string]bool
+	if err == nil {
+		ready, err = install.NodesReady(ctx, m)
+	}
+	if err != nil {
+		x.fail(ctx, first, bpa.PhaseReady, err)
+		return
+	}
+	for _, h := range waiting {
+		if ready[h.Name] {
+			x.end(ctx, h, bpa.PhaseReady)
+			t := metav1.NewTime(x.now().Truncate(time.Second))
+			h.State, h.LastUpdated = bpa.HostReady, &t
+		} else {
+			x.wantAgain(ReadyPoll)
+		}
+	}
+	if x.p.Status.KubeconfigSecret == "" && first != nil {
+		if err := x.storeKubeconfig(ctx, m); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "storing the kubeconfig")
+		}
+	}
+}
+
+// bootAddress is the address inspection saw on the boot NIC: for hosts
+// the site gives no static address (their OS takes one by DHCP on the
+// same NIC).
+func bootAddress(b *metal3.BareMetalHost, mac string) string {
+	if b == nil || b.Status.HardwareDetails == nil {
+		return ""
+	}
+	for _, n := range b.Status.HardwareDetails.NIC {
+		if NormalizeMAC(n.MAC) == mac && n.IP != "" {
+			return n.IP
+		}
+	}
+	return ""
+}
+
+// hostOnly drops a port from an address.
+func hostOnly(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}

@@ -1,0 +1,247 @@
+package install
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"text/template"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/bootstick/bootstick/internal/containerd"
+)
+
+//go:embed scripts
+var scripts embed.FS
+
+var tmpl = template.Must(template.New("").Funcs(template.FuncMap{"shq": shellQuote}).ParseFS(scripts, "scripts/*"))
+
+// shellQuote quotes s for bash.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func render(name string, data any) (string, error) {
+	var b bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&b, name, data); err != nil {
+		return "", fmt.Errorf("rendering %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// Cluster is the application cluster as the Provisioning gives it.
+type Cluster struct {
+	Name string
+	// Endpoint is the first master's address: the API server's.
+	Endpoint      string
+	PodSubnet     string
+	ServiceSubnet string
+	Plugins       []string
+}
+
+// DefaultPodSubnet is flannel's, used when the Provisioning names none.
+const DefaultPodSubnet = "10.244.0.0/16"
+
+// InstallScript installs the packages and configures containerd, the
+// kubelet and (with flannel) the CNI plugin.
+func InstallScript(c *Config, cl Cluster) (string, error) {
+	cc := containerd.Config{
+		Root: "/var/lib/containerd", State: "/run/containerd", Address: "/run/containerd/containerd.sock",
+		HostsDir: "/etc/containerd/certs.d", SandboxImage: c.PauseImage, SystemdCgroup: true,
+		CNIBinDir: "/opt/cni/bin", CNIConfDir: "/etc/cni/net.d",
+	}
+	ctoml, err := containerd.Render(cc)
+	if err != nil {
+		return "", err
+	}
+	hosts, err := containerd.HostsFiles(c.Mirrored, []string{c.Registry})
+	if err != nil {
+		return "", err
+	}
+	hostsTOML := map[string]string{}
+	for rel, b := range hosts {
+		hostsTOML[path.Clean(rel)] = string(b)
+	}
+	var cni string
+	for _, p := range cl.Plugins {
+		if p == PluginFlannel {
+			b, _ := json.MarshalIndent(map[string]any{
+				"name": "cbr0", "cniVersion": "0.3.1",
+				"plugins": []any{
+					map[string]any{"type": "flannel", "delegate": map[string]any{"hairpinMode": true, "isDefaultGateway": true}},
+					map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+				},
+			}, "", "  ")
+			cni = string(b) + "\n"
+		}
+	}
+	return render("install.sh", map[string]any{
+		"PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
+		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni,
+	})
+}
+
+type typeMeta struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+}
+
+const kubeadmAPI = "kubeadm.k8s.io/v1beta4"
+
+// nodeRegistration names the node after the host. A host of the
+// application cluster may have one CPU (a small edge box, a test VM).
+type nodeRegistration struct {
+	Name                  string   `yaml:"name"`
+	CRISocket             string   `yaml:"criSocket"`
+	IgnorePreflightErrors []string `yaml:"ignorePreflightErrors"`
+}
+
+func registration(name string) nodeRegistration {
+	return nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"}}
+}
+
+type apiEndpoint struct {
+	AdvertiseAddress string `yaml:"advertiseAddress"`
+	BindPort         int    `yaml:"bindPort"`
+}
+
+// timeouts are generous: a small host (or a test VM without KVM) needs
+// minutes to start the control plane.
+var timeouts = map[string]string{
+	"controlPlaneComponentHealthCheck": "20m0s",
+	"kubeletHealthCheck":               "20m0s",
+	"kubernetesAPICall":                "2m0s",
+	"tlsBootstrap":                     "20m0s",
+	"discovery":                        "10m0s",
+}
+
+// InitScript creates the cluster on the first master, named host, at
+// address.
+func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
+	type initCfg struct {
+		typeMeta         `yaml:",inline"`
+		NodeRegistration nodeRegistration  `yaml:"nodeRegistration"`
+		LocalAPIEndpoint apiEndpoint       `yaml:"localAPIEndpoint"`
+		Timeouts         map[string]string `yaml:"timeouts"`
+	}
+	type clusterCfg struct {
+		typeMeta             `yaml:",inline"`
+		ClusterName          string `yaml:"clusterName"`
+		KubernetesVersion    string `yaml:"kubernetesVersion"`
+		ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint"`
+		Networking           struct {
+			PodSubnet     string `yaml:"podSubnet"`
+			ServiceSubnet string `yaml:"serviceSubnet,omitempty"`
+		} `yaml:"networking"`
+		APIServer struct {
+			CertSANs []string `yaml:"certSANs"`
+		} `yaml:"apiServer"`
+	}
+	type kubeletCfg struct {
+		typeMeta     `yaml:",inline"`
+		CgroupDriver string `yaml:"cgroupDriver"`
+	}
+	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: registration(host),
+		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
+	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
+		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443"}
+	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
+	cc.APIServer.CertSANs = []string{cl.Endpoint, address}
+	kc := kubeletCfg{typeMeta: typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"}, CgroupDriver: "systemd"}
+	cfg, err := yamlDocs(ic, cc, kc)
+	if err != nil {
+		return "", err
+	}
+	return render("init.sh", map[string]any{"KubeadmConfig": cfg})
+}
+
+// Join is what a host needs to join: secrets, never logged.
+type Join struct {
+	Token          string
+	CACertHash     string // sha256:HEX
+	CertificateKey string // control-plane joins only
+}
+
+// JoinScript joins host (at address) to the cluster; a master joins the
+// control plane.
+func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, error) {
+	type discovery struct {
+		BootstrapToken struct {
+			APIServerEndpoint string   `yaml:"apiServerEndpoint"`
+			Token             string   `yaml:"token"`
+			CACertHashes      []string `yaml:"caCertHashes"`
+		} `yaml:"bootstrapToken"`
+	}
+	type controlPlane struct {
+		LocalAPIEndpoint apiEndpoint `yaml:"localAPIEndpoint"`
+		CertificateKey   string      `yaml:"certificateKey"`
+	}
+	type joinCfg struct {
+		typeMeta         `yaml:",inline"`
+		NodeRegistration nodeRegistration  `yaml:"nodeRegistration"`
+		Discovery        discovery         `yaml:"discovery"`
+		ControlPlane     *controlPlane     `yaml:"controlPlane,omitempty"`
+		Timeouts         map[string]string `yaml:"timeouts"`
+	}
+	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: registration(host), Timeouts: timeouts}
+	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
+	jc.Discovery.BootstrapToken.Token = j.Token
+	jc.Discovery.BootstrapToken.CACertHashes = []string{j.CACertHash}
+	if master {
+		jc.ControlPlane = &controlPlane{LocalAPIEndpoint: apiEndpoint{address, 6443}, CertificateKey: j.CertificateKey}
+	}
+	cfg, err := yamlDocs(jc)
+	if err != nil {
+		return "", err
+	}
+	return render("join.sh", map[string]any{"JoinConfig": cfg})
+}
+
+// PluginManifest is the plugin's objects for kubectl apply.
+func PluginManifest(c *Config, cl Cluster, name string) (string, error) {
+	p, ok := c.Plugins[name]
+	if !ok {
+		return "", fmt.Errorf("KUD plugin %q is not on this stick", name)
+	}
+	switch name {
+	case PluginFlannel:
+		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image})
+	}
+	return "", fmt.Errorf("KUD plugin %q has no manifest in this BPA", name)
+}
+
+// CACertHash is kubeadm's discovery hash of a CA certificate (PEM): the
+// SHA-256 of its public key info.
+func CACertHash(caPEM []byte) (string, error) {
+	b, _ := pem.Decode(caPEM)
+	if b == nil {
+		return "", errors.New("the cluster's CA certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("parsing the cluster's CA certificate: %w", err)
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+func yamlDocs(docs ...any) (string, error) {
+	var b strings.Builder
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		out, err := yaml.Marshal(d)
+		if err != nil {
+			return "", err
+		}
+		b.Write(out)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,139 @@
+// Package install is what the binary provisioning agent does on a
+// provisioned host, over SSH with the key firstboot generated and the
+// host's pinned host key: install the packages the stick serves, point
+// containerd at the stick's registry, and form the application cluster
+// with kubeadm (init on the first master, join for the others). Every step
+// is idempotent, so a BPA that stopped in the middle starts the same step
+// again and carries on.
+package install
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ConfigMapName is the ConfigMap (in the Provisioning's namespace) that
+// firstboot writes and the BPA reads, key ConfigKey.
+const (
+	ConfigMapName = "bootstick-install"
+	ConfigKey     = "install.json"
+)
+
+// Config is what the BPA needs besides the Provisioning: where the stick
+// serves the packages and the images, which plugins it carries, and each
+// host's address and SSH host key. Nothing in it is secret.
+type Config struct {
+	// KubernetesVersion is the packages' release, e.g. v1.34.4.
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// PackagesURL is where the stick serves its packages folder, ending
+	// in "/".
+	PackagesURL string `json:"packagesURL"`
+	// Debs are installed with dpkg; Binaries go to /usr/bin (flannel's
+	// CNI plugin to /opt/cni/bin).
+	Debs     []Deb    `json:"debs"`
+	Binaries []Binary `json:"binaries"`
+	// Registry is the stick's registry as hosts reach it
+	// (http://ADDRESS:PORT); Mirrored are the registry names whose pulls
+	// it serves, so images keep their names.
+	Registry string   `json:"registry"`
+	Mirrored []string `json:"mirrored"`
+	// PauseImage is containerd's sandbox image.
+	PauseImage string `json:"pauseImage"`
+	// Plugins are the KUD plugins the stick can serve, by name.
+	Plugins map[string]Plugin `json:"plugins"`
+	// Hosts are the site's hosts, by name.
+	Hosts map[string]Host `json:"hosts"`
+}
+
+// Deb is a Debian package in the packages folder.
+type Deb struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	File    string `json:"file"`
+	SHA256  string `json:"sha256"` // hex
+}
+
+// Binary is an executable in the packages folder, named Name.
+type Binary struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"` // hex
+}
+
+// Plugin is an add-on the stick carries.
+type Plugin struct {
+	// Image is the plugin's image, by its original name.
+	Image string `json:"image"`
+}
+
+// Host is where the BPA reaches a host and the host key it must show.
+type Host struct {
+	Address string `json:"address"`
+	// HostKey is the host's SSH public key in authorized_keys format.
+	HostKey string `json:"hostKey"`
+}
+
+// PluginFlannel is the pod network.
+const PluginFlannel = "flannel"
+
+// ParseConfig reads the ConfigMap's value and checks it.
+func ParseConfig(data string) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s key %s: %w", ConfigMapName, ConfigKey, err)
+	}
+	var probs []string
+	for name, v := range map[string]string{"kubernetesVersion": c.KubernetesVersion, "packagesURL": c.PackagesURL,
+		"registry": c.Registry, "pauseImage": c.PauseImage} {
+		if v == "" {
+			probs = append(probs, name+" is empty")
+		}
+	}
+	if !strings.HasSuffix(c.PackagesURL, "/") {
+		probs = append(probs, "packagesURL must end in /")
+	}
+	for _, n := range []string{"kubeadm", "kubelet", "kubectl"} {
+		if !slices.ContainsFunc(c.Binaries, func(b Binary) bool { return b.Name == n }) {
+			probs = append(probs, "binaries lacks "+n)
+		}
+	}
+	slices.Sort(probs)
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("ConfigMap %s key %s: %s (firstboot writes it from the stick's bundle.lock: run the site step again)",
+			ConfigMapName, ConfigKey, strings.Join(probs, "; "))
+	}
+	return &c, nil
+}
+
+// Marshal is the ConfigMap's value.
+func (c *Config) Marshal() (string, error) {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return string(b) + "\n", nil
+}
+
+// UnknownPlugins are the names the stick cannot serve.
+func (c *Config) UnknownPlugins(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := c.Plugins[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// PluginNames lists the plugins the stick serves, sorted.
+func (c *Config) PluginNames() []string {
+	out := make([]string, 0, len(c.Plugins))
+	for n := range c.Plugins {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

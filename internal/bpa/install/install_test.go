@@ -1,0 +1,149 @@
+package install
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"math/big"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testConfig() *Config {
+	return &Config{
+		KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/",
+		Debs:       []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
+		Binaries:   []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
+		Registry:   "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
+		PauseImage: "registry.k8s.io/pause:3.10.1",
+		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
+	}
+}
+
+// bashSyntax fails the test when bash cannot parse script.
+func bashSyntax(t *testing.T, name, script string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-n")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: bash -n: %v\n%s\n%s", name, err, out, script)
+	}
+}
+
+// TestScripts: every script parses, points containerd at the stick's
+// registry for each mirrored name, checks every package's checksum, and
+// carries the join secrets only inside the script (never an argument).
+func TestScripts(t *testing.T) {
+	c := testConfig()
+	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Plugins: []string{PluginFlannel}}
+	inst, err := InstallScript(c, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bashSyntax(t, "install", inst)
+	for _, want := range []string{
+		"write /etc/containerd/certs.d/registry.k8s.io/hosts.toml", "write /etc/containerd/certs.d/docker.io/hosts.toml",
+		`"http://172.22.0.1:5000"`, "fetch 'kubeadm' " + strings.Repeat("b", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
+		"put \"$dir/flannel\" /opt/cni/bin/flannel", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
+	} {
+		if !strings.Contains(inst, want) {
+			t.Errorf("install script lacks %q", want)
+		}
+	}
+	initS, err := InitScript(c, cl, "node-0", "172.22.0.50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bashSyntax(t, "init", initS)
+	for _, want := range []string{"podSubnet: 10.244.0.0/16", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print"} {
+		if !strings.Contains(initS, want) {
+			t.Errorf("init script lacks %q", want)
+		}
+	}
+	j := Join{Token: "abcdef.0123456789abcdef", CACertHash: "sha256:" + strings.Repeat("f", 64), CertificateKey: strings.Repeat("1a", 32)}
+	for _, master := range []bool{false, true} {
+		js, err := JoinScript(cl, "node-1", "172.22.0.51", master, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bashSyntax(t, "join", js)
+		if !strings.Contains(js, "token: abcdef.0123456789abcdef") || strings.Contains(js, "kubeadm join --token") {
+			t.Errorf("the token must be in the join file, never an argument:\n%s", js)
+		}
+		if master != strings.Contains(js, "certificateKey: "+j.CertificateKey) {
+			t.Errorf("master=%v: certificate key wrongly present or missing", master)
+		}
+	}
+	m, err := PluginManifest(c, cl, PluginFlannel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.244.0.0/16"`) {
+		t.Errorf("flannel manifest:\n%s", m)
+	}
+	if _, err := PluginManifest(c, cl, "multus"); err == nil || !strings.Contains(err.Error(), `"multus" is not on this stick`) {
+		t.Errorf("an unknown plugin: %v", err)
+	}
+	if got := c.UnknownPlugins([]string{"flannel", "multus", "ovn4nfv"}); strings.Join(got, ",") != "multus,ovn4nfv" {
+		t.Errorf("UnknownPlugins = %v", got)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	in := "error: token abcdef.0123456789abcdef rejected; key " + strings.Repeat("9a", 32) + " bad; password hunter2"
+	got := Redact(in, "hunter2")
+	for _, s := range []string{"abcdef.0123456789abcdef", strings.Repeat("9a", 32), "hunter2"} {
+		if strings.Contains(got, s) {
+			t.Errorf("Redact left %q in %q", s, got)
+		}
+	}
+	if !strings.Contains(got, "rejected") {
+		t.Errorf("Redact dropped the words: %q", got)
+	}
+}
+
+// TestCACertHash matches kubeadm's: sha256 over the public key info.
+func TestCACertHash(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	sum := sha256.Sum256(spki)
+	got, err := CACertHash(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	if err != nil || got != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("CACertHash = %s, %v", got, err)
+	}
+	if _, err := CACertHash([]byte("not pem")); err == nil {
+		t.Error("a non-PEM CA was accepted")
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	data, err := testConfig().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseConfig(data); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseConfig(`{"kubernetesVersion": "v1.34.4", "packagesURL": "http://x/packages", "surprise": 1}`)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "surprise"`) {
+		t.Errorf("unknown field: %v", err)
+	}
+	_, err = ParseConfig(`{"kubernetesVersion": "v1.34.4", "packagesURL": "http://x/packages"}`)
+	for _, want := range []string{"packagesURL must end in /", "binaries lacks kubeadm", "registry is empty", "run the site step again"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

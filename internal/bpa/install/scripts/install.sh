@@ -1,0 +1,93 @@
+# Installs the stick's packages on this host and readies it for kubeadm.
+# Idempotent: a file already here with the right checksum is kept, a
+# package already installed at its version is left alone, and a dpkg run
+# cut short is finished first.
+export DEBIAN_FRONTEND=noninteractive
+dir=/var/lib/bootstick/packages
+mkdir -p "$dir" /etc/bootstick
+fetch() { # NAME SHA256
+	local f="$dir/$1"
+	if [ -f "$f" ] && echo "$2  $f" | sha256sum -c --status; then return 0; fi
+	curl -fsS --retry 5 --retry-connrefused --connect-timeout 10 -o "$f.part" {{shq .PackagesURL}}"$1"
+	if ! echo "$2  $f.part" | sha256sum -c --status; then
+		rm -f "$f.part"
+		echo "$1 from {{.PackagesURL}} does not match its checksum in the stick's lock: the stick's copy is damaged; rebuild or re-write the stick" >&2
+		exit 3
+	fi
+	mv "$f.part" "$f"
+}
+{{range .Debs}}fetch {{shq .File}} {{.SHA256}}
+{{end}}{{range .Binaries}}fetch {{shq .Name}} {{.SHA256}}
+{{end}}
+dpkg --configure -a
+debs=()
+{{range .Debs}}[ "$(dpkg-query -W -f='${Version} ${db:Status-Status}' {{shq .Name}} 2>/dev/null || true)" = {{shq .Version}}" installed" ] || debs+=("$dir/"{{shq .File}})
+{{end}}
+if [ ${#debs[@]} -gt 0 ]; then dpkg -i "${debs[@]}" >/dev/null; fi
+
+put() { # SRC DEST MODE
+	if ! cmp -s "$1" "$2"; then install -D -m "$3" "$1" "$2.bootstick-new" && mv "$2.bootstick-new" "$2"; fi
+}
+{{range .Binaries}}{{if eq .Name "flannel"}}put "$dir/flannel" /opt/cni/bin/flannel 0755
+{{else}}put "$dir/"{{shq .Name}} /usr/bin/{{shq .Name}} 0755
+{{end}}{{end}}
+# Debian's CNI plugins, where containerd looks for them.
+mkdir -p /opt/cni/bin
+for p in /usr/lib/cni/*; do ln -sfn "$p" /opt/cni/bin/; done
+
+write() { # DEST: standard input to DEST, replaced whole
+	mkdir -p "$(dirname "$1")"
+	cat >"$1.bootstick-new" && mv "$1.bootstick-new" "$1"
+}
+write /etc/modules-load.d/bootstick-kubernetes.conf <<'END'
+overlay
+br_netfilter
+END
+modprobe overlay
+modprobe br_netfilter
+write /etc/sysctl.d/90-bootstick-kubernetes.conf <<'END'
+net.ipv4.ip_forward = 1
+net.bridge.bridge-nf-call-iptables = 1
+net.bridge.bridge-nf-call-ip6tables = 1
+END
+sysctl -q --system
+swapoff -a
+
+write /etc/containerd/config.toml <<'END'
+{{.ContainerdConfig}}END
+{{range $reg, $toml := .HostsTOML}}write /etc/containerd/certs.d/{{$reg}} <<'END'
+{{$toml}}END
+{{end}}
+{{if .CNIConfig}}write /etc/cni/net.d/10-flannel.conflist <<'END'
+{{.CNIConfig}}END
+{{end}}
+write /etc/systemd/system/kubelet.service <<'END'
+[Unit]
+Description=kubelet: the Kubernetes node agent
+Wants=network-online.target containerd.service
+After=network-online.target containerd.service
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+RestartSec=5
+StartLimitInterval=0
+
+[Install]
+WantedBy=multi-user.target
+END
+write /etc/systemd/system/kubelet.service.d/10-kubeadm.conf <<'END'
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+END
+systemctl daemon-reload
+systemctl enable containerd kubelet >/dev/null 2>&1
+systemctl restart containerd
+for i in $(seq 60); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
+[ -S /run/containerd/containerd.sock ] || { echo "containerd did not start: see journalctl -u containerd" >&2; exit 4; }
+echo installed
