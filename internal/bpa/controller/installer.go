@@ -61,6 +61,12 @@ func provisioned(st bpa.HostState) bool {
 	return false
 }
 
+// hasOS reports whether h's BareMetalHost is provisioned, whatever the
+// install made of it.
+func hasOS(h *bpa.HostStatus) bool {
+	return provisioned(h.State) || (h.State == bpa.HostError && h.ProvisionedAt != nil)
+}
+
 // clusterName is the Provisioning's cluster label, or its name.
 func clusterName(p *bpa.Provisioning) string {
 	if c := p.Labels["cluster"]; c != "" {
@@ -113,9 +119,13 @@ func (x *run) host(name string) *bpa.HostStatus {
 // save writes the status now, so that each phase shows as it happens.
 func (x *run) save(ctx context.Context) error {
 	x.setClusterCondition()
-	if err := x.r.Client.Status().Update(ctx, x.p); err != nil {
+	// Update a copy: decoding the answer into x.p would move the hosts
+	// that the pass holds pointers to.
+	cp := x.p.DeepCopy()
+	if err := x.r.Client.Status().Update(ctx, cp); err != nil {
 		return fmt.Errorf("writing the status of provisioning %s/%s: %w", x.p.Namespace, x.p.Name, err)
 	}
+	x.p.ResourceVersion = cp.ResourceVersion
 	return nil
 }
 
@@ -151,7 +161,8 @@ func (x *run) refuse(ctx context.Context, reason, msg string) error {
 	meta.SetStatusCondition(&x.p.Status.Conditions, metav1.Condition{Type: ConditionClusterReady, Status: metav1.ConditionFalse,
 		Reason: reason, Message: msg, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))})
 	ctrl.LoggerFrom(ctx).Info("not installing the cluster", "reason", reason, "message", msg)
-	return x.r.Client.Status().Update(ctx, x.p)
+	cp := x.p.DeepCopy()
+	return x.r.Client.Status().Update(ctx, cp)
 }
 
 // Install installs every provisioned host of p and forms the cluster: the
@@ -179,7 +190,7 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 		return 0, x.refuse(ctx, "NoMaster", "the Provisioning names no master: a cluster needs one")
 	}
 	first := x.host(masters[0])
-	if !provisioned(first.State) {
+	if !hasOS(first) {
 		return 0, nil // nothing to do before the first master has its OS
 	}
 
@@ -223,7 +234,7 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	}
 	for i := range p.Status.Hosts {
 		h := &p.Status.Hosts[i]
-		if h.Name == first.Name || !provisioned(h.State) {
+		if h.Name == first.Name || !hasOS(h) {
 			continue
 		}
 		x.hostPhases(ctx, h, false)
@@ -330,9 +341,8 @@ func (x *run) hostPhases(ctx context.Context, h *bpa.HostStatus, first bool) boo
 	if x.waiting(h) {
 		return false
 	}
-	if h.Address == "" {
-		h.Address = x.cfg.Hosts[h.Name].Address
-	}
+	// The site's address, each pass: the ConfigMap may have changed.
+	h.Address = x.cfg.Hosts[h.Name].Address
 	if h.Address == "" {
 		h.Address = bootAddress(x.bmhs[h.BareMetalHost], h.MACAddress)
 	}

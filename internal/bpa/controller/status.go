@@ -212,7 +212,7 @@ func readyCondition(hs []bpa.HostStatus, generation int64) metav1.Condition {
 func provisionedCount(hs []bpa.HostStatus) int {
 	n := 0
 	for _, h := range hs {
-		if provisioned(h.State) || (h.State == bpa.HostError && h.ProvisionedAt != nil) {
+		if hasOS(&h) {
 			n++
 		}
 	}
