@@ -10,6 +10,7 @@ import (
 	"github.com/bootstick/bootstick/internal/kube"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -139,8 +140,12 @@ func TestAgainstAPIServer(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("conditions = %+v, want Ready=True", got.Status.Conditions)
+	}
+	// Without firstboot's install ConfigMap the BPA says why it waits.
+	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionClusterReady); c == nil || c.Reason != "NoInstallConfig" {
+		t.Errorf("conditions = %+v, want ClusterReady NoInstallConfig", got.Status.Conditions)
 	}
 
 	if err := c.Delete(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Name: "bmh-b", Namespace: ns}}); err != nil {

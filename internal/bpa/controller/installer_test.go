@@ -130,7 +130,7 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, env.Config, Options{}) }()
+	go func() { done <- Run(runCtx, env.Config, Options{SkipNameValidation: true}) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {

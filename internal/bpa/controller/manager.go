@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -18,6 +19,9 @@ type Options struct {
 	// Lease named LeaderElectionID in LeaderElectionNamespace.
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// SkipNameValidation lets one process run the manager more than once
+	// (tests).
+	SkipNameValidation bool
 }
 
 // LeaderElectionID names the BPA's Lease.
@@ -43,6 +47,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
