@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootstick/bootstick/internal/bmcprobe"
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -146,6 +148,14 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 		for _, s := range states {
 			byName[s.Name] = s
 		}
+		// The BPA's view once a host is provisioned; a cluster without the
+		// BPA's kind (no Provisioning yet) shows none.
+		nodes, _ := kc.ClusterHosts(ctx)
+		for i := range out {
+			if n, ok := nodes[out[i].Name]; ok {
+				out[i].Node, out[i].NodeError = nodeState(n), n.Error
+			}
+		}
 		for i := range out {
 			if s, ok := byName[out[i].Name]; ok {
 				out[i].State, out[i].ErrorType, out[i].Error = s.State, s.ErrorType, s.Error
@@ -196,4 +206,21 @@ func sharpenBMCReasons(ctx context.Context, hosts []status.Host) {
 		}()
 	}
 	wg.Wait()
+}
+
+// nodeState words the BPA's state of a host: Installing names its phase.
+func nodeState(h bpa.HostStatus) string {
+	switch h.State {
+	case bpa.HostInstalling, bpa.HostUnreachable, bpa.HostReady, bpa.HostError:
+	default:
+		return "" // not provisioned yet: the STATE column says where it is
+	}
+	if h.State == bpa.HostInstalling {
+		for _, ph := range h.Phases {
+			if ph.Finished == nil {
+				return "installing: " + ph.Name
+			}
+		}
+	}
+	return strings.ToLower(string(h.State))
 }

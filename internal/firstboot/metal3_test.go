@@ -190,7 +190,7 @@ func TestHostProvision(t *testing.T) {
 
 	// The host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
-	hostname, addrs := sshRun(t, ctx, h.data, m3HostIP, vs.SerialLog("node-0"))
+	hostname, addrs := sshRun(t, ctx, h.data, "node-0", m3HostIP, vs.SerialLog("node-0"))
 	if hostname != "node-0" {
 		t.Errorf("the host calls itself %q, want node-0", hostname)
 	}
@@ -396,9 +396,10 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 }
 
 // sshRun logs in to the host as root with firstboot's key (the user data
-// keeps root's login open), and returns its hostname and ip addr. The host key is not checked
-// here: pinning it is the BPA's job.
-func sshRun(t *testing.T, ctx context.Context, data, ip, serial string) (string, string) {
+// keeps root's login open), accepting only the host key firstboot made for
+// the host (cloud-init installs it from the user data), and returns its
+// hostname and ip addr.
+func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string) (string, string) {
 	t.Helper()
 	keyPEM, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.PrivateKeyFile))
 	if err != nil {
@@ -408,8 +409,16 @@ func sshRun(t *testing.T, ctx context.Context, data, ip, serial string) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	hostPub, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.HostKeysDir, name, sshkeys.PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey(hostPub)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
+		HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}, Timeout: 10 * time.Second}
 	var client *ssh.Client
 	var lastErr error
 	waitFor(t, ctx, 15*time.Minute, "an SSH login to "+ip, func() (bool, string) {

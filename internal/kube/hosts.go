@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/render"
 )
 
@@ -97,5 +98,27 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+var provisioningResource = bpa.GroupVersion.WithResource("provisionings")
+
+// ClusterHosts are the BPA's view of each host (by name) of the site's
+// Provisionings: its install state, phases and last error.
+func (c *Client) ClusterHosts(ctx context.Context) (map[string]bpa.HostStatus, error) {
+	list, err := c.dyn.Resource(provisioningResource).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Provisionings: %w", err)
+	}
+	out := map[string]bpa.HostStatus{}
+	for _, item := range list.Items {
+		var p bpa.Provisioning
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err != nil {
+			return nil, fmt.Errorf("reading Provisioning %s: %w", item.GetName(), err)
+		}
+		for _, h := range p.Status.Hosts {
+			out[h.Name] = h
+		}
+	}
 	return out, nil
 }

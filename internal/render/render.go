@@ -199,6 +199,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	objs = append(objs, prov)
 	if opts.Install != nil {
 		cfg := *opts.Install
+		cfg.ServiceSubnet = s.Cluster.ServiceCIDR
 		cfg.Hosts = map[string]install.Host{}
 		for _, h := range hosts {
 			ih := install.Host{Address: StaticAddress(h.NetworkData)}

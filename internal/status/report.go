@@ -70,6 +70,11 @@ type Host struct {
 	ErrorType string `json:"errorType,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Node is where the BPA is with the host once it is provisioned
+	// (Installing with its phase, Unreachable, Ready, Error), and
+	// NodeError its last error.
+	Node      string `json:"node,omitempty"`
+	NodeError string `json:"nodeError,omitempty"`
 }
 
 // StepReport is one step.
@@ -225,7 +230,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if len(r.Hosts) > 0 {
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tFOR\tERROR")
+		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tFOR\tNODE\tERROR")
 		for _, h := range r.Hosts {
 			state, took := h.State, "-"
 			if state == "" {
@@ -238,7 +243,14 @@ func (r Report) WriteText(w io.Writer) error {
 			if why == "" {
 				why = h.Error
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, took, why)
+			if why == "" {
+				why = h.NodeError
+			}
+			node := h.Node
+			if node == "" {
+				node = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, took, node, why)
 		}
 		tw.Flush()
 	}

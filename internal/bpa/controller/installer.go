@@ -35,10 +35,11 @@ const SSHKeySecret = "bootstick-ssh-key"
 // (key "value").
 func KubeconfigSecretName(cluster string) string { return cluster + "-kubeconfig" }
 
-// Backoff for a host that failed: 10 s, doubling, at most 5 minutes.
+// Backoff for a host that failed: 10 s, doubling, at most 2 minutes (a
+// host just provisioned is unreachable until its OS has booted).
 var (
 	BackoffBase = 10 * time.Second
-	BackoffMax  = 5 * time.Minute
+	BackoffMax  = 2 * time.Minute
 	// ReadyPoll is how often the BPA looks at the nodes until all are Ready.
 	ReadyPoll = 10 * time.Second
 )
@@ -226,7 +227,7 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	if podSubnet == "" {
 		podSubnet = install.DefaultPodSubnet
 	}
-	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, Plugins: pl}
+	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl}
 
 	// The first master makes the cluster; the others need it.
 	if ok := x.hostPhases(ctx, first, true); !ok {

@@ -43,6 +43,10 @@ type Config struct {
 	PauseImage string `json:"pauseImage"`
 	// Plugins are the KUD plugins the stick can serve, by name.
 	Plugins map[string]Plugin `json:"plugins"`
+	// ServiceSubnet is the cluster's service CIDR (the site's
+	// cluster.serviceCIDR; the Provisioning has no field for it). Empty:
+	// kubeadm's default.
+	ServiceSubnet string `json:"serviceSubnet,omitempty"`
 	// Hosts are the site's hosts, by name.
 	Hosts map[string]Host `json:"hosts"`
 }

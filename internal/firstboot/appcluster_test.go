@@ -1,0 +1,336 @@
+package firstboot
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	bpacontroller "github.com/bootstick/bootstick/internal/bpa/controller"
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/vsite"
+)
+
+// TestAppCluster is the application cluster in host mode: firstboot runs
+// from the real stick (an ISO built by mkusb, mounted as the bundle), a
+// virtual host is provisioned, and the BPA installs it over SSH with the
+// host key firstboot gave it: the packages from the stick's web server,
+// the images from the stick's registry, kubeadm init, and flannel. The BPA
+// is killed during the install and carries on. The operator then gets the
+// kubeconfig with kubectl, and the node is Ready with every pod Running
+// from images the stick served. No secret reaches a log or the status.
+func TestAppCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the stick, provisions a QEMU machine through virtualbmc and installs Kubernetes on it (root, make toolchain)")
+	}
+	tc := toolchainDir(t)
+	iso := buildStickISO(t)
+	h := newHostRun(t, tc)
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+
+	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)}}
+	vs := startSite(t, ctx, machines)
+	const cluster = "edge"
+	sitePath := writeSite(t, vs, vsite.SiteConfig{
+		Cluster: cluster,
+		Image:   vsite.SiteImage{Bundled: "debian-13-compute"},
+		Hosts:   []vsite.SiteHost{{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)}},
+	})
+	logPath := filepath.Join(t.TempDir(), "run.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := h.cmd("run", "--mode", "host", "--bundle", iso, "--data", h.data, "--site", sitePath)
+	run.Stdout, run.Stderr = f, f
+	start := time.Now()
+	if err := run.Run(); err != nil {
+		f.Close()
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
+	}
+	f.Close()
+	t.Logf("firstboot run, to node-0 provisioned: %s", time.Since(start).Round(time.Second))
+
+	kubectl := filepath.Join(tc, "bin", "kubectl")
+	getProv := func() (*bpa.Provisioning, error) { return getProvisioning(ctx, kubectl, cluster) }
+
+	// Kill the BPA while it installs the packages.
+	var p *bpa.Provisioning
+	waitFor(t, ctx, 15*time.Minute, "the BPA installing node-0", func() (bool, string) {
+		p, err = getProv()
+		if err != nil || len(p.Status.Hosts) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		ph := phase(p.Status.Hosts[0], bpa.PhaseInstall)
+		return ph != nil && ph.Finished == nil, describe(p)
+	})
+	killed := time.Now()
+	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "-n", "bpa-system", "delete", "pod",
+		"-l", "app.kubernetes.io/name=bpa-operator", "--wait=true").CombinedOutput(); err != nil {
+		t.Fatalf("killing the BPA: %v\n%s", err, out)
+	}
+	t.Logf("killed the BPA during node-0's install phase")
+
+	p = waitClusterReady(t, ctx, kubectl, cluster)
+	n0 := p.Status.Hosts[0]
+	if n0.State != bpa.HostReady || n0.Error != "" {
+		t.Errorf("node-0: %s", describe(p))
+	}
+	phaseTable(t, n0, bpa.PhaseInit)
+	if ph := phase(n0, bpa.PhaseInstall); ph != nil && ph.Started.Time.Before(killed.Add(-time.Second)) {
+		t.Errorf("the install phase started at %s, before the BPA was killed at %s: the new BPA did not run it again", ph.Started, killed)
+	}
+
+	// The operator's two commands.
+	appConf, appConfPath := operatorKubeconfig(t, ctx, kubectl, cluster)
+	nodes, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "nodes", "-o", "wide").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl --kubeconfig app.conf get nodes: %v\n%s", err, nodes)
+	}
+	t.Logf("kubectl --kubeconfig app.conf get nodes -o wide:\n%s", nodes)
+	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
+		t.Errorf("node-0 is not Ready")
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct{ Namespace, Name string }
+			Spec     struct{ Containers []struct{ Image string } }
+			Status   struct{ Phase string }
+		}
+	}
+	var images map[string]bool
+	waitFor(t, ctx, 10*time.Minute, "every pod of the application cluster Running", func() (bool, string) {
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-A", "-o", "json").Output()
+		if err != nil || json.Unmarshal(out, &pods) != nil {
+			return false, fmt.Sprint(err)
+		}
+		images = map[string]bool{}
+		var notRunning []string
+		for _, p := range pods.Items {
+			if p.Status.Phase != "Running" {
+				notRunning = append(notRunning, p.Metadata.Namespace+"/"+p.Metadata.Name+" "+p.Status.Phase)
+			}
+			for _, c := range p.Spec.Containers {
+				images[c.Image] = true
+			}
+		}
+		return len(pods.Items) >= 7 && len(notRunning) == 0, fmt.Sprintf("%d pods; not running: %v", len(pods.Items), notRunning)
+	})
+	listing, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-A", "-o", "wide").CombinedOutput()
+	t.Logf("kubectl --kubeconfig app.conf get pods -A:\n%s", listing)
+
+	// Every image the host runs came from the stick's registry: the
+	// access log shows the host (m3HostIP) pulling each one's manifest.
+	pulled := map[string]bool{}
+	lf, err := os.Open(filepath.Join(h.data, "registry", "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(lf)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e registry.LogEntry
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind == "manifest" && e.Status == 200 && strings.HasPrefix(e.Remote, m3HostIP+":") &&
+			!strings.HasPrefix(e.Reference, "sha256:") {
+			pulled[e.NS+"/"+e.Repo+":"+e.Reference] = true
+		}
+	}
+	lf.Close()
+	for im := range images {
+		r, err := registry.ParseRef(im)
+		if err != nil {
+			t.Errorf("pod image %s: %v", im, err)
+			continue
+		}
+		if !pulled[r.String()] {
+			t.Errorf("the registry's access log shows no pull of %s by %s (pulled: %v)", r, m3HostIP, pulled)
+		}
+	}
+	for _, want := range []string{"docker.io/flannel/flannel:v0.27.4", "registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/coredns/coredns:v1.12.1"} {
+		if !images[want] {
+			t.Errorf("no pod runs %s (images: %v)", want, images)
+		}
+	}
+
+	// No secret in the BPA's log, firstboot's log, the status or events.
+	keyPEM, err := os.ReadFile(filepath.Join(h.data, "ssh", sshkeys.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, err := os.ReadFile(filepath.Join(h.data, "ssh", sshkeys.HostKeysDir, "node-0", sshkeys.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc struct {
+		Users []struct {
+			User struct {
+				Key string `json:"client-key-data"`
+			}
+		}
+	}
+	if err := sigsyaml.Unmarshal(appConf, &kc); err != nil || len(kc.Users) == 0 || kc.Users[0].User.Key == "" {
+		t.Fatalf("the kubeconfig has no client key: %v", err)
+	}
+	statusJSON, _ := json.Marshal(p.Status)
+	events, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "get", "events", "-A", "-o", "json").Output()
+	runLog, _ := os.ReadFile(logPath)
+	texts := map[string]string{
+		"the BPA's log": podLog(t, "bpa-system", "deploy/bpa-operator", ""), "firstboot's log": string(runLog),
+		"the Provisioning's status": string(statusJSON), "events": string(events),
+	}
+	secrets := map[string]string{
+		"the SSH private key": keyBody(keyPEM), "node-0's host key": keyBody(hostKey), "the kubeconfig's client key": kc.Users[0].User.Key,
+		"node-0's BMC password": machines[0].BMCPassword,
+	}
+	for what, s := range secrets {
+		for where, text := range texts {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds %s", where, what)
+			}
+		}
+	}
+}
+
+// getProvisioning reads the cluster's Provisioning with kubectl.
+func getProvisioning(ctx context.Context, kubectl, cluster string) (*bpa.Provisioning, error) {
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "-n", "metal3", "get", "provisioning", cluster, "-o", "json").Output()
+	if err != nil {
+		return nil, err
+	}
+	var p bpa.Provisioning
+	return &p, json.Unmarshal(out, &p)
+}
+
+func phase(h bpa.HostStatus, name string) *bpa.Phase {
+	for i := range h.Phases {
+		if h.Phases[i].Name == name {
+			return &h.Phases[i]
+		}
+	}
+	return nil
+}
+
+func describe(p *bpa.Provisioning) string {
+	if p == nil {
+		return "no status"
+	}
+	b, _ := json.Marshal(p.Status)
+	return string(b)
+}
+
+// waitClusterReady waits until the Provisioning's ClusterReady is True.
+func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster string) *bpa.Provisioning {
+	t.Helper()
+	var p *bpa.Provisioning
+	waitFor(t, ctx, 50*time.Minute, "the application cluster Ready", func() (bool, string) {
+		var err error
+		p, err = getProvisioning(ctx, kubectl, cluster)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, bpacontroller.ConditionClusterReady)
+		return c != nil && c.Status == "True", describe(p)
+	})
+	return p
+}
+
+// phaseTable logs a host's phases, provisioned to Ready, and fails
+// unless each of connect, install, made (init or join) and ready ended.
+func phaseTable(t *testing.T, h bpa.HostStatus, made string) {
+	t.Helper()
+	var table strings.Builder
+	fmt.Fprintf(&table, "%s from provisioned to a Ready node (the Provisioning's phases):\n  %-8s %10s\n", h.Name, "PHASE", "TOOK")
+	for _, name := range []string{bpa.PhaseConnect, bpa.PhaseInstall, made, bpa.PhaseReady} {
+		ph := phase(h, name)
+		if ph == nil || ph.Finished == nil {
+			t.Errorf("%s: phase %s did not finish: %+v", h.Name, name, h.Phases)
+			continue
+		}
+		fmt.Fprintf(&table, "  %-8s %10s\n", name, ph.Finished.Sub(ph.Started.Time))
+	}
+	if ready := phase(h, bpa.PhaseReady); h.ProvisionedAt != nil && ready != nil && ready.Finished != nil {
+		fmt.Fprintf(&table, "  %-8s %10s (provisioned to Ready)\n", "total", ready.Finished.Sub(h.ProvisionedAt.Time))
+	}
+	t.Log(table.String())
+}
+
+// operatorKubeconfig is the operator's first command: the application
+// cluster's kubeconfig from its Secret, written to a file.
+func operatorKubeconfig(t *testing.T, ctx context.Context, kubectl, cluster string) ([]byte, string) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "-n", "metal3", "get", "secret", cluster+"-kubeconfig",
+		"-o", "jsonpath={.data.value}").Output()
+	if err != nil {
+		t.Fatalf("kubectl get secret: %v", err)
+	}
+	conf, err := base64.StdEncoding.DecodeString(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "app.conf")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf, path
+}
+
+// keyBody is a PEM private key's first base64 line: what a leak shows.
+func keyBody(pem []byte) string {
+	lines := strings.Split(string(pem), "\n")
+	if len(lines) > 2 {
+		return lines[1]
+	}
+	return string(pem)
+}
+
+// buildStickISO builds the default stick with mkusb into a temporary
+// folder (the checkout's lock is copied, never rewritten).
+func buildStickISO(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	for _, name := range []string{"mkusb", "firstboot"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), "./cmd/"+name)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+		}
+	}
+	lock := filepath.Join(dir, "default.lock")
+	if data, err := os.ReadFile(filepath.Join(repo, "bundle", "default.lock")); err == nil {
+		if err := os.WriteFile(lock, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	iso := filepath.Join(dir, "bootstick.iso")
+	cmd := exec.Command(filepath.Join(bin, "mkusb"), "build", "--bundle", filepath.Join(repo, "bundle", "default.yaml"), "--lock", lock,
+		"--cache", cas.DefaultRoot(), "--firstboot", filepath.Join(bin, "firstboot"), "--overlay", filepath.Join(repo, "overlay"), "--output", iso)
+	cmd.Dir = repo
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mkusb build: %v\n%s", err, command.Tail(string(out), 30))
+	}
+	t.Logf("built the stick in %s", time.Since(start).Round(time.Second))
+	return iso
+}
