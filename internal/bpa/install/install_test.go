@@ -19,9 +19,9 @@ import (
 func testConfig() *Config {
 	return &Config{
 		KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/",
-		Debs:       []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
-		Binaries:   []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
-		Registry:   "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
+		Debs:     []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
+		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
+		Registry: "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
 		PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
 	}
