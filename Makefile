@@ -61,7 +61,7 @@ bench: toolchain
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./... | tee $(OUT)/bench.txt
 
 e2e: deps toolchain
-	$(GOTEST) -tags e2e -v -timeout 60m -run 'TestHostProvisionTwo$$' ./internal/firstboot/
+	$(GOTEST) -tags e2e -v -timeout 150m -run 'TestHostProvisionTwo$$|TestAppClusterTwo$$' ./internal/firstboot/
 	$(GOTEST) -tags e2e -timeout 240m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the

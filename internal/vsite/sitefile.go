@@ -97,7 +97,11 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 			mask := net.IP(net.CIDRMask(s.opts.Network.Bits(), 32))
 			host["networkData"] = m{
 				"links":    []m{{"id": "prov", "type": "phy", "ethernet_mac_address": mac}},
-				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": mask.String()}},
+				// The default route goes to the bootstrap machine: Kubernetes
+				// needs one on every node (kube-proxy, flannel and kubelet
+				// pick the node's address from it).
+				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": mask.String(),
+					"routes": []m{{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": s.opts.HostAddr.String()}}}},
 				"services": []m{},
 			}
 		}

@@ -27,24 +27,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver from the toolchain")
 	}
-	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, c := apiServer(t, ctx)
 
 	const ns = "metal3"
 	macs := map[string]string{"master-0": "52:54:00:00:00:10", "worker-0": "52:54:00:00:00:20", "worker-1": "52:54:00:00:00:21"}
@@ -171,4 +156,27 @@ func TestAgainstAPIServer(t *testing.T) {
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration = %d, generation %d", got.Status.ObservedGeneration, got.Generation)
 	}
+}
+
+// apiServer starts etcd and kube-apiserver with the namespaces and the
+// metal3 and BPA CRDs, and returns a client with the BPA's scheme.
+func apiServer(t *testing.T, ctx context.Context) (*kubetest.Env, client.Client) {
+	t.Helper()
+	env := kubetest.Start(t)
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, c
 }

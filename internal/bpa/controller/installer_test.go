@@ -18,11 +18,8 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
-	"github.com/bootstick/bootstick/internal/kube"
-	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/sshtest"
-	"github.com/bootstick/bootstick/manifests"
 )
 
 // TestInstallerRefusesAndRetries runs the BPA against a real
@@ -37,24 +34,9 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 		t.Skip("starts etcd and kube-apiserver from the toolchain")
 	}
 	BackoffBase, BackoffMax = 200*time.Millisecond, time.Second
-	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, []string{"00-namespaces.yaml", "10-crds-metal3.yaml", "11-crd-bpa.yaml"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, c := apiServer(t, ctx)
 	const ns = "metal3"
 	key, err := sshkeys.Generate(nil)
 	if err != nil {

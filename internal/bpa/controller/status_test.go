@@ -181,3 +181,40 @@ func TestLastUpdatedFollowsState(t *testing.T) {
 		t.Errorf("lastUpdated = %v, %v; want only w1's to move", moved.Hosts[0].LastUpdated, moved.Hosts[1].LastUpdated)
 	}
 }
+
+// TestInstallFollowsTheProvisioning: the install's progress is kept for
+// the provisioning it was made for, and dropped when the host is
+// provisioned again (its disk is new: everything is installed again).
+func TestInstallFollowsTheProvisioning(t *testing.T) {
+	t1 := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	t2 := metav1.NewTime(t1.Add(time.Hour))
+	done := metav1.NewTime(t1.Add(time.Minute))
+	p := prov(map[string]string{"m1": "52:54:00:00:00:01"}, nil)
+	p.Status.Hosts = []bpa.HostStatus{{Name: "m1", Role: RoleMaster, State: bpa.HostReady, ProvisionedAt: &t1, Address: "10.0.0.5",
+		Phases: []bpa.Phase{{Name: bpa.PhaseConnect, Started: t1, Finished: &done}}}}
+	b := bmh("bmh-m1", "52:54:00:00:00:01", metal3.StateProvisioned)
+	now := metav1.NewTime(t2.Add(time.Minute))
+
+	b.Status.OperationHistory.Provision.End = t1
+	hs := HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if hs[0].State != bpa.HostReady || len(hs[0].Phases) != 1 || hs[0].Address != "10.0.0.5" {
+		t.Errorf("the same provisioning: %+v, want Ready with its phases", hs[0])
+	}
+
+	b.Status.OperationHistory.Provision.End = t2
+	hs = HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if hs[0].State != bpa.HostProvisioned || len(hs[0].Phases) != 0 || !hs[0].ProvisionedAt.Equal(&t2) {
+		t.Errorf("provisioned again: %+v, want Provisioned with no phases, provisioned at %s", hs[0], t2)
+	}
+
+	// An install error is kept too (the host has its OS; the BPA retries).
+	b.Status.OperationHistory.Provision.End = t1
+	p.Status.Hosts[0].State, p.Status.Hosts[0].Error = bpa.HostError, "install: exit status 1"
+	hs = HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if hs[0].State != bpa.HostError || hs[0].Error == "" {
+		t.Errorf("a failed install: %+v", hs[0])
+	}
+	if c := readyCondition(hs, 1); c.Status != metav1.ConditionTrue {
+		t.Errorf("a host whose install failed is still provisioned: %+v", c)
+	}
+}

@@ -94,16 +94,25 @@ type typeMeta struct {
 
 const kubeadmAPI = "kubeadm.k8s.io/v1beta4"
 
-// nodeRegistration names the node after the host. A host of the
-// application cluster may have one CPU (a small edge box, a test VM).
+// nodeRegistration names the node after the host, with the address the
+// BPA reaches it at as the node's (a host may have several NICs). A host
+// of the application cluster may have one CPU (a small edge box, a test
+// VM).
 type nodeRegistration struct {
 	Name                  string   `yaml:"name"`
 	CRISocket             string   `yaml:"criSocket"`
 	IgnorePreflightErrors []string `yaml:"ignorePreflightErrors"`
+	KubeletExtraArgs      []arg    `yaml:"kubeletExtraArgs"`
 }
 
-func registration(name string) nodeRegistration {
-	return nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"}}
+type arg struct {
+	Name  string `yaml:"name"`
+	Value string `yaml:"value"`
+}
+
+func registration(name, address string) nodeRegistration {
+	return nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
+		KubeletExtraArgs: []arg{{"node-ip", address}}}
 }
 
 type apiEndpoint struct {
@@ -147,7 +156,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		typeMeta     `yaml:",inline"`
 		CgroupDriver string `yaml:"cgroupDriver"`
 	}
-	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: registration(host),
+	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: registration(host, address),
 		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
 	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
 		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443"}
@@ -189,7 +198,7 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 		ControlPlane     *controlPlane     `yaml:"controlPlane,omitempty"`
 		Timeouts         map[string]string `yaml:"timeouts"`
 	}
-	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: registration(host), Timeouts: timeouts}
+	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: registration(host, address), Timeouts: timeouts}
 	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
 	jc.Discovery.BootstrapToken.Token = j.Token
 	jc.Discovery.BootstrapToken.CACertHashes = []string{j.CACertHash}
