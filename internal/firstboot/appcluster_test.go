@@ -112,11 +112,14 @@ func TestAppCluster(t *testing.T) {
 		Items []struct {
 			Metadata struct{ Namespace, Name string }
 			Spec     struct{ Containers []struct{ Image string } }
-			Status   struct{ Phase string }
+			Status   struct {
+				Phase      string
+				Conditions []struct{ Type, Status string }
+			}
 		}
 	}
 	var images map[string]bool
-	waitFor(t, ctx, 10*time.Minute, "every pod of the application cluster Running", func() (bool, string) {
+	waitFor(t, ctx, 10*time.Minute, "every pod of the application cluster Running and ready", func() (bool, string) {
 		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-A", "-o", "json").Output()
 		if err != nil || json.Unmarshal(out, &pods) != nil {
 			return false, fmt.Sprint(err)
@@ -124,8 +127,12 @@ func TestAppCluster(t *testing.T) {
 		images = map[string]bool{}
 		var notRunning []string
 		for _, p := range pods.Items {
-			if p.Status.Phase != "Running" {
-				notRunning = append(notRunning, p.Metadata.Namespace+"/"+p.Metadata.Name+" "+p.Status.Phase)
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == "Ready" && c.Status == "True")
+			}
+			if p.Status.Phase != "Running" || !ready {
+				notRunning = append(notRunning, fmt.Sprintf("%s/%s %s ready=%v", p.Metadata.Namespace, p.Metadata.Name, p.Status.Phase, ready))
 			}
 			for _, c := range p.Spec.Containers {
 				images[c.Image] = true

@@ -220,7 +220,7 @@ func PluginManifest(c *Config, cl Cluster, name string) (string, error) {
 	}
 	switch name {
 	case PluginFlannel:
-		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image})
+		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image, "Endpoint": cl.Endpoint})
 	}
 	return "", fmt.Errorf("KUD plugin %q has no manifest in this BPA", name)
 }

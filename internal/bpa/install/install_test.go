@@ -85,7 +85,8 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.244.0.0/16"`) {
+	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.244.0.0/16"`) ||
+		!strings.Contains(m, `value: "172.22.0.50"`) {
 		t.Errorf("flannel manifest:\n%s", m)
 	}
 	if _, err := PluginManifest(c, cl, "multus"); err == nil || !strings.Contains(err.Error(), `"multus" is not on this stick`) {
