@@ -27,6 +27,7 @@ func fakeResolver() Resolver {
 					{Name: "kubeadm", Digest: cas.Digest("sha256:" + strings.Repeat("1", 64)), Size: 1},
 					{Name: "kubelet", Digest: cas.Digest("sha256:" + strings.Repeat("2", 64)), Size: 2},
 					{Name: "kubectl", Digest: cas.Digest("sha256:" + strings.Repeat("3", 64)), Size: 3},
+					{Name: "flannel", Digest: cas.Digest("sha256:" + strings.Repeat("5", 64)), Size: 5},
 				},
 				Images: []toolchain.ImageRecord{{Ref: "example.test/pause:1", Digest: cas.Digest("sha256:" + strings.Repeat("4", 64))}},
 			}, nil
@@ -74,7 +75,7 @@ func TestDefaultLocks(t *testing.T) {
 	if len(l.Unresolved) != 0 {
 		t.Errorf("unresolved: %v", l.Unresolved)
 	}
-	if l.Kubernetes.Source != SourceToolchain || len(l.Packages.Binaries) != 3 || len(l.Packages.Debs) != 3 {
+	if l.Kubernetes.Source != SourceToolchain || len(l.Packages.Binaries) != 4 || len(l.Packages.Debs) != 3 {
 		t.Errorf("lock: %s", l.Marshal())
 	}
 	if got := l.Packages.Debs[0].File; got != "containerd_1.0-1_amd64.deb" {

@@ -279,7 +279,7 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			continue
 		}
 		if !ok {
-			return nil, fmt.Errorf("bundle %s: packages.binaries[%d]: the Kubernetes release has no binary %s", b.File, i, name)
+			return nil, fmt.Errorf("bundle %s: packages.binaries[%d]: the toolchain builds no binary %s (images/recipes.yaml names the binaries)", b.File, i, name)
 		}
 		l.Packages.Binaries = append(l.Packages.Binaries, bin)
 	}
