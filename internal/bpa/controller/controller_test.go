@@ -12,6 +12,7 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
@@ -142,11 +143,13 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	// The spec changes: worker-1 leaves, observedGeneration follows.
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.Workers = got.Spec.Workers[:1]
-	if err := c.Update(ctx, &got); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, &got); err != nil {
+			return err
+		}
+		got.Spec.Workers = got.Spec.Workers[:1]
+		return c.Update(ctx, &got)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	expect("a worker leaves the spec", map[string]string{"master-0": "bmh-a Provisioned", "worker-0": " Pending"})

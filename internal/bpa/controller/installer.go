@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"net"
@@ -97,11 +98,15 @@ type run struct {
 	key  ssh.Signer
 	cl   install.Cluster
 	now  func() time.Time
+	// mu guards the status, requeue and clients: hosts are installed at
+	// once.
+	mu sync.Mutex
 	// requeue is the soonest the pass wants to run again (0: no need).
 	requeue time.Duration
 	clients map[string]*install.Client
 }
 
+// wantAgain asks for another pass after d; x.mu must be held.
 func (x *run) wantAgain(d time.Duration) {
 	if d > 0 && (x.requeue == 0 || d < x.requeue) {
 		x.requeue = d
@@ -229,19 +234,54 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	}
 	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl}
 
-	// The first master makes the cluster; the others need it.
-	if ok := x.hostPhases(ctx, first, true); !ok {
-		return x.requeue, x.save(ctx)
-	}
+	// Connect to and install every provisioned host not yet in the
+	// cluster, all at once.
+	installed := map[string]bool{}
+	var wg sync.WaitGroup
 	for i := range p.Status.Hosts {
 		h := &p.Status.Hosts[i]
-		if h.Name == first.Name || !hasOS(h) {
+		if !hasOS(h) || inCluster(h) {
 			continue
 		}
-		x.hostPhases(ctx, h, false)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok := x.prepare(ctx, h)
+			x.mu.Lock()
+			installed[h.Name] = ok
+			x.mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	// The first master makes the cluster; the others need it.
+	if !inCluster(first) && (!installed[first.Name] || !x.makeNode(ctx, first, true)) {
+		return x.requeue, x.save(ctx)
+	}
+	x.cl.Endpoint = hostOnly(first.Address)
+	// Masters join one at a time (etcd grows by one member at a time),
+	// then the workers all at once.
+	for i := range p.Status.Hosts {
+		if h := &p.Status.Hosts[i]; h.Role == RoleMaster && installed[h.Name] {
+			x.makeNode(ctx, h, false)
+		}
+	}
+	for i := range p.Status.Hosts {
+		if h := &p.Status.Hosts[i]; h.Role == RoleWorker && installed[h.Name] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				x.makeNode(ctx, h, false)
+			}()
+		}
+	}
+	wg.Wait()
 	x.readyPhase(ctx)
 	return x.requeue, x.save(ctx)
+}
+
+// inCluster reports whether h was made a node (init or join).
+func inCluster(h *bpa.HostStatus) bool {
+	return phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin)
 }
 
 func (r *Reconciler) clock() func() time.Time {
@@ -263,6 +303,8 @@ func phaseDone(h *bpa.HostStatus, name string) bool {
 
 // begin records phase name as started (again, when it was cut short).
 func (x *run) begin(ctx context.Context, h *bpa.HostStatus, name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	t := metav1.NewTime(x.now().Truncate(time.Second))
 	h.Phases = slices.DeleteFunc(h.Phases, func(ph bpa.Phase) bool { return ph.Name == name })
 	h.Phases = append(h.Phases, bpa.Phase{Name: name, Started: t})
@@ -276,6 +318,8 @@ func (x *run) begin(ctx context.Context, h *bpa.HostStatus, name string) {
 }
 
 func (x *run) end(ctx context.Context, h *bpa.HostStatus, name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	t := metav1.NewTime(x.now().Truncate(time.Second))
 	for i := range h.Phases {
 		if h.Phases[i].Name == name {
@@ -293,6 +337,8 @@ func (x *run) end(ctx context.Context, h *bpa.HostStatus, name string) {
 // fail records a failed phase: the host is Unreachable or in Error, and
 // is tried again after a backoff.
 func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	h.Failures++
 	wait := backoff(h.Failures)
 	next := metav1.NewTime(x.now().Add(wait).Truncate(time.Second))
@@ -314,6 +360,8 @@ func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err err
 
 // waiting reports whether h is in its backoff.
 func (x *run) waiting(h *bpa.HostStatus) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if h.NextRetry != nil && x.now().Before(h.NextRetry.Time) {
 		x.wantAgain(h.NextRetry.Sub(x.now()))
 		return true
@@ -322,70 +370,84 @@ func (x *run) waiting(h *bpa.HostStatus) bool {
 }
 
 func (x *run) client(ctx context.Context, h *bpa.HostStatus) (*install.Client, error) {
-	if c := x.clients[h.Name]; c != nil {
+	x.mu.Lock()
+	c := x.clients[h.Name]
+	x.mu.Unlock()
+	if c != nil {
 		return c, nil
 	}
 	c, err := install.Connect(ctx, x.cfg, x.key, h.Name, h.Address)
 	if err != nil {
 		return nil, err
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old := x.clients[h.Name]; old != nil {
+		c.Close() // another goroutine connected first
+		return old, nil
+	}
 	x.clients[h.Name] = c
 	return c, nil
 }
 
-// hostPhases runs connect, install and init (first) or join on h, each
-// unless done. It reports whether h is in the cluster.
-func (x *run) hostPhases(ctx context.Context, h *bpa.HostStatus, first bool) bool {
-	if phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin) {
+// step runs phase name of h with f (unless it ended before; connect
+// always dials), recording its start and end, or the failure.
+func (x *run) step(ctx context.Context, h *bpa.HostStatus, name string, f func(c *install.Client) error) bool {
+	if name != bpa.PhaseConnect && phaseDone(h, name) {
 		return true
 	}
+	if !phaseDone(h, name) {
+		x.begin(ctx, h, name)
+	}
+	c, err := x.client(ctx, h)
+	if err == nil && f != nil {
+		err = f(c)
+	}
+	if err != nil {
+		x.fail(ctx, h, name, err)
+		return false
+	}
+	if !phaseDone(h, name) {
+		x.end(ctx, h, name)
+	}
+	return true
+}
+
+// prepare connects to h and installs the packages, unless h waits out a
+// backoff. It reports whether h is installed.
+func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	if x.waiting(h) {
 		return false
 	}
 	// The site's address, each pass: the ConfigMap may have changed.
+	x.mu.Lock()
 	h.Address = x.cfg.Hosts[h.Name].Address
 	if h.Address == "" {
 		h.Address = bootAddress(x.bmhs[h.BareMetalHost], h.MACAddress)
 	}
-	phase := bpa.PhaseConnect
-	step := func(name string, f func(c *install.Client) error) bool {
-		phase = name
-		if name != bpa.PhaseConnect && phaseDone(h, name) {
-			return true
-		}
-		if !phaseDone(h, name) {
-			x.begin(ctx, h, name)
-		}
-		c, err := x.client(ctx, h)
-		if err == nil && f != nil {
-			err = f(c)
-		}
-		if err != nil {
-			x.fail(ctx, h, phase, err)
-			return false
-		}
-		if !phaseDone(h, name) {
-			x.end(ctx, h, name)
-		}
-		return true
-	}
-	if !step(bpa.PhaseConnect, nil) {
+	x.mu.Unlock()
+	if !x.step(ctx, h, bpa.PhaseConnect, nil) {
 		return false
 	}
-	if !step(bpa.PhaseInstall, func(c *install.Client) error {
+	return x.step(ctx, h, bpa.PhaseInstall, func(c *install.Client) error {
 		script, err := install.InstallScript(x.cfg, x.cl)
 		if err != nil {
 			return err
 		}
 		_, err = c.Run(ctx, "installing the packages", script)
 		return err
-	}) {
-		return false
+	})
+}
+
+// makeNode runs kubeadm init (first) or join on an installed h.
+func (x *run) makeNode(ctx context.Context, h *bpa.HostStatus, first bool) bool {
+	if inCluster(h) {
+		return true
 	}
 	if first {
-		return step(bpa.PhaseInit, func(c *install.Client) error { return x.initCluster(ctx, c, h) })
+		return x.step(ctx, h, bpa.PhaseInit, func(c *install.Client) error { return x.initCluster(ctx, c, h) })
 	}
-	return step(bpa.PhaseJoin, func(c *install.Client) error { return x.join(ctx, c, h) })
+	return x.step(ctx, h, bpa.PhaseJoin, func(c *install.Client) error { return x.join(ctx, c, h) })
 }
 
 // initCluster makes the cluster on the first master, stores its
@@ -443,7 +505,6 @@ func (x *run) join(ctx context.Context, c *install.Client, h *bpa.HostStatus) er
 	if first == nil || !phaseDone(first, bpa.PhaseInit) {
 		return errors.New("the first master has no cluster yet")
 	}
-	x.cl.Endpoint = hostOnly(first.Address)
 	m, err := x.client(ctx, first)
 	if err != nil {
 		return fmt.Errorf("reaching the first master %s: %w", first.Name, err)

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
@@ -182,12 +183,15 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 	t.Logf("failed install: %s", h.Error)
 
 	// A plugin the stick lacks stops everything, with a reason.
-	var cur bpa.Provisioning
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.KUDPlugins = []string{"multus"}
-	if err := c.Update(ctx, &cur); err != nil {
+	// The BPA writes the status meanwhile: read again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur bpa.Provisioning
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return err
+		}
+		cur.Spec.KUDPlugins = []string{"multus"}
+		return c.Update(ctx, &cur)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	wait("unknown plugin", func(p *bpa.Provisioning, _ bpa.HostStatus) bool {
