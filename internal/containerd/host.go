@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
-	"github.com/bootstick/bootstick/internal/supervise"
 )
 
 // ServiceName is the unit (or supervised process) running our containerd.
@@ -25,16 +24,6 @@ func HostPaths(dataDir, runDir, etcDir string) Config {
 		HostsDir:   filepath.Join(etcDir, "containerd", "hosts.d"),
 		CNIBinDir:  "/usr/lib/cni",
 		CNIConfDir: "/etc/cni/net.d",
-	}
-}
-
-// Service is containerd with the given config file, to start under
-// internal/supervise.
-func Service(binary, configPath string) supervise.Service {
-	return supervise.Service{
-		Name:        ServiceName,
-		Description: "containerd for bootstick",
-		Command:     []string{binary, "--config", configPath},
 	}
 }
 

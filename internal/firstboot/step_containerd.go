@@ -52,7 +52,10 @@ func containerdStep(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
-			if err := n.services.Start(ctx, containerd.Service(bin, n.paths.containerdConfig())); err != nil {
+			if err := n.services.Start(ctx, supervise.Service{
+				Name: containerd.ServiceName, Description: "containerd for bootstick",
+				Command: []string{bin, "--config", n.paths.containerdConfig()},
+			}); err != nil {
 				return err
 			}
 			return containerd.WaitReady(ctx, c.Address, 60*time.Second)

@@ -96,7 +96,7 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 		if h.Address.IsValid() {
 			mask := net.IP(net.CIDRMask(s.opts.Network.Bits(), 32))
 			host["networkData"] = m{
-				"links":    []m{{"id": "prov", "type": "phy", "ethernet_mac_address": mac}},
+				"links": []m{{"id": "prov", "type": "phy", "ethernet_mac_address": mac}},
 				// The default route goes to the bootstrap machine: Kubernetes
 				// needs one on every node (kube-proxy, flannel and kubelet
 				// pick the node's address from it).
