@@ -612,3 +612,29 @@ func (l *Lock) BundledImages() []site.BundledImage {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Plugins are the KUD plugins the bundle serves, by name, with each
+// one's image: flannel, when it carries flannel's CNI plugin and image.
+func (l *Lock) Plugins() map[string]string {
+	out := map[string]string{}
+	hasCNI := false
+	for _, b := range l.Packages.Binaries {
+		hasCNI = hasCNI || b.Name == "flannel"
+	}
+	for _, im := range l.Images {
+		if r, err := registry.ParseRef(im.Ref); err == nil && r.Repository == "flannel/flannel" && hasCNI {
+			out["flannel"] = r.String()
+		}
+	}
+	return out
+}
+
+// PluginNames are Plugins' names, sorted.
+func (l *Lock) PluginNames() []string {
+	names := []string{}
+	for n := range l.Plugins() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

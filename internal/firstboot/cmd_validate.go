@@ -50,6 +50,9 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 			return nil, nil, err
 		}
 		opts.BundledImages = images
+		if opts.Plugins, err = bundledPlugins(f.bundle); err != nil {
+			return nil, nil, err
+		}
 	}
 	if f.ageIdentity != "" {
 		ids, err := site.LoadIdentities(f.ageIdentity)
@@ -88,6 +91,16 @@ func bundledImages(dir string) ([]site.BundledImage, error) {
 		return []site.BundledImage{}, nil
 	}
 	return lock.BundledImages(), nil
+}
+
+// bundledPlugins are the KUD plugins the bundle in dir serves; nil
+// (not checked) for a bundle without a lock.
+func bundledPlugins(dir string) ([]string, error) {
+	lock, err := bundle.ReadLock(filepath.Join(dir, "bundle.lock"))
+	if err != nil || lock == nil {
+		return nil, err
+	}
+	return lock.PluginNames(), nil
 }
 
 func init() {

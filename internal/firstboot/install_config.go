@@ -9,7 +9,6 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	"github.com/bootstick/bootstick/internal/bundle"
-	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/render"
 )
 
@@ -54,11 +53,8 @@ func installConfig(n *node, provisioning string) (*install.Config, error) {
 		return nil, err
 	}
 	c.PauseImage = pause.String()
-	for _, im := range lock.Images {
-		r, err := registry.ParseRef(im.Ref)
-		if err == nil && r.Repository == "flannel/flannel" && slices.ContainsFunc(c.Binaries, func(b install.Binary) bool { return b.Name == "flannel" }) {
-			c.Plugins[install.PluginFlannel] = install.Plugin{Image: r.String()}
-		}
+	for name, image := range lock.Plugins() {
+		c.Plugins[name] = install.Plugin{Image: image}
 	}
 	return c, nil
 }

@@ -34,6 +34,9 @@ func testBundle(t *testing.T) string {
 	dir := t.TempDir()
 	lock := &bundle.Lock{APIVersion: config.APIVersion, Kind: bundle.LockKind, Files: []bundle.LockedFile{
 		{Name: "ubuntu-22.04.qcow2", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("not really an image"))}}}
+	// The pod network, as the default stick carries it.
+	lock.Packages.Binaries = []bundle.LockedFile{{Name: "flannel", Dest: "packages", Source: "toolchain", SHA256: cas.DigestOf([]byte("cni"))}}
+	lock.Images = []bundle.LockedImage{{Ref: "docker.io/flannel/flannel:v0.27.4", Source: "toolchain", Digest: cas.DigestOf([]byte("image"))}}
 	if err := bundle.WriteLock(filepath.Join(dir, "bundle.lock"), lock); err != nil {
 		t.Fatal(err)
 	}

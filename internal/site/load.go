@@ -26,6 +26,9 @@ type Options struct {
 	// bundle is known (validate without --bundle): a bundled image name is
 	// then not checked against it.
 	BundledImages []BundledImage
+	// Plugins are the KUD plugins the bundle serves. Nil means no bundle
+	// is known: cluster.kudPlugins is then not checked against it.
+	Plugins []string
 }
 
 // Load reads, defaults, resolves and validates the site file at path. Every

@@ -140,3 +140,25 @@ func TestSecretNeverPrints(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginsTheStickServes: with a bundle known, every KUD plugin must
+// be one the stick carries; without one, names are not checked.
+func TestPluginsTheStickServes(t *testing.T) {
+	data, err := os.ReadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), "kudPlugins: [emco]", "kudPlugins: [flannel, multus]", 1))
+	if _, err := Parse("good.yaml", data, Options{BundledImages: testImages}); err != nil {
+		t.Fatalf("no bundle known: %v", err)
+	}
+	_, err = Parse("good.yaml", data, Options{BundledImages: testImages, Plugins: []string{"flannel"}})
+	if err == nil || !strings.Contains(err.Error(), "cluster.kudPlugins[1]") || !strings.Contains(err.Error(), "the stick serves the KUD plugins flannel only") ||
+		strings.Contains(err.Error(), "kudPlugins[0]") {
+		t.Errorf("multus on a stick with flannel: %v", err)
+	}
+	_, err = Parse("good.yaml", data, Options{BundledImages: testImages, Plugins: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "the stick serves no KUD plugins") {
+		t.Errorf("a stick with no plugins: %v", err)
+	}
+}

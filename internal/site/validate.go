@@ -43,7 +43,7 @@ func (s *Site) validate(opts Options) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.Bootstrap.validate(field.NewPath("bootstrap"))...)
 	errs = append(errs, s.validateHosts(opts)...)
-	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap)...)
+	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap, opts.Plugins)...)
 	for i, k := range s.SSHAuthorizedKeys {
 		p := field.NewPath("sshAuthorizedKeys").Index(i)
 		if strings.TrimSpace(k) == "" {
@@ -527,7 +527,7 @@ func validateImage(p *field.Path, im *Image, bundled map[string]bool) field.Erro
 	return errs
 }
 
-func (c *Cluster) validate(p *field.Path, b Bootstrap) field.ErrorList {
+func (c *Cluster) validate(p *field.Path, b Bootstrap, plugins []string) field.ErrorList {
 	var errs field.ErrorList
 	np := p.Child("name")
 	if c.Name == "" {
@@ -580,6 +580,12 @@ func (c *Cluster) validate(p *field.Path, b Bootstrap) field.ErrorList {
 			errs = append(errs, field.Invalid(pp, pl, "not a plugin name (a DNS label such as emco)"))
 		case seen[pl]:
 			errs = append(errs, field.Duplicate(pp, pl))
+		case plugins != nil && !contains(plugins, pl):
+			serves := "no KUD plugins"
+			if len(plugins) > 0 {
+				serves = "the KUD plugins " + strings.Join(plugins, ", ") + " only"
+			}
+			errs = append(errs, field.Invalid(pp, pl, "the stick serves "+serves+": remove it, or build a stick that carries it"))
 		}
 		seen[pl] = true
 	}

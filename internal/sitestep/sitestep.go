@@ -62,6 +62,9 @@ type Host struct {
 // Load reads and validates the site with the age identity, when there is one.
 func Load(o Options) (*site.Site, error) {
 	opts := site.Options{BundledImages: o.Images}
+	if o.Install != nil {
+		opts.Plugins = o.Install.PluginNames()
+	}
 	if o.AgeIdentity != "" {
 		if _, err := os.Stat(o.AgeIdentity); err == nil {
 			ids, err := site.LoadIdentities(o.AgeIdentity)

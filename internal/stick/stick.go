@@ -270,14 +270,14 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// The site, validated against the bundle's OS images.
+	// The site, validated against the bundle's OS images and plugins.
 	var st *site.Site
 	var siteFiles []string
 	siteImages := lock.BundledImages()
 	if o.Site != "" {
 		if err := step("site", func() error {
 			var err error
-			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, siteImages)
+			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, siteImages, lock.PluginNames())
 			return err
 		}); err != nil {
 			return nil, err
@@ -497,8 +497,8 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 	return nil
 }
 
-func loadSite(ctx context.Context, path, identity string, images []site.BundledImage) (*site.Site, []string, error) {
-	opts := site.Options{BundledImages: images}
+func loadSite(ctx context.Context, path, identity string, images []site.BundledImage, plugins []string) (*site.Site, []string, error) {
+	opts := site.Options{BundledImages: images, Plugins: plugins}
 	if identity != "" {
 		ids, err := site.LoadIdentities(identity)
 		if err != nil {

@@ -20,7 +20,7 @@ bootstrap:
   dataDisk: /dev/sdb
 cluster:
   name: %s
-  kudPlugins: [emco]
+  kudPlugins: [flannel]
 hosts:
 `, cluster)
 	masters := 3
