@@ -119,7 +119,7 @@ func TestAppCluster(t *testing.T) {
 		}
 	}
 	var images map[string]bool
-	waitFor(t, ctx, 10*time.Minute, "every pod of the application cluster Running and ready", func() (bool, string) {
+	waitFor(t, ctx, 25*time.Minute, "every pod of the application cluster Running and ready", func() (bool, string) {
 		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-A", "-o", "json").Output()
 		if err != nil || json.Unmarshal(out, &pods) != nil {
 			return false, fmt.Sprint(err)
