@@ -149,15 +149,15 @@ func TestPluginsTheStickServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	data = []byte(strings.Replace(string(data), "kudPlugins: [emco]", "kudPlugins: [flannel, multus]", 1))
-	if _, err := Parse("good.yaml", data, Options{BundledImages: testImages}); err != nil {
+	if _, err := Parse("testdata/good.yaml", data, Options{BundledImages: testImages}); err != nil {
 		t.Fatalf("no bundle known: %v", err)
 	}
-	_, err = Parse("good.yaml", data, Options{BundledImages: testImages, Plugins: []string{"flannel"}})
+	_, err = Parse("testdata/good.yaml", data, Options{BundledImages: testImages, Plugins: []string{"flannel"}})
 	if err == nil || !strings.Contains(err.Error(), "cluster.kudPlugins[1]") || !strings.Contains(err.Error(), "the stick serves the KUD plugins flannel only") ||
 		strings.Contains(err.Error(), "kudPlugins[0]") {
 		t.Errorf("multus on a stick with flannel: %v", err)
 	}
-	_, err = Parse("good.yaml", data, Options{BundledImages: testImages, Plugins: []string{}})
+	_, err = Parse("testdata/good.yaml", data, Options{BundledImages: testImages, Plugins: []string{}})
 	if err == nil || !strings.Contains(err.Error(), "the stick serves no KUD plugins") {
 		t.Errorf("a stick with no plugins: %v", err)
 	}

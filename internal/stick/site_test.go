@@ -19,14 +19,24 @@ func TestSiteEmbedded(t *testing.T) {
 	o := e.options("nosite.iso")
 	o.Site = "../render/testdata/site3.yaml"
 	_, err := Build(context.Background(), o)
-	if err == nil || !strings.Contains(err.Error(), "site3.yaml") || !strings.Contains(err.Error(), "ubuntu-22.04") {
-		t.Fatalf("a site naming an image the bundle lacks: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "site3.yaml") || !strings.Contains(err.Error(), "ubuntu-22.04") ||
+		!strings.Contains(err.Error(), `cluster.kudPlugins[0]: Invalid value: "emco": the stick serves no KUD plugins`) {
+		t.Fatalf("a site naming an image and plugins the bundle lacks: %v", err)
 	}
 	noISO(t, e.out)
 
+	// The same site without its KUD plugins (this bundle serves none),
+	// beside its credentials file.
+	siteDir := t.TempDir()
+	site3, _ := os.ReadFile("../render/testdata/site3.yaml")
+	creds, _ := os.ReadFile("../render/testdata/creds/worker-1.yaml")
+	os.Mkdir(filepath.Join(siteDir, "creds"), 0o755)
+	os.WriteFile(filepath.Join(siteDir, "creds", "worker-1.yaml"), creds, 0o600)
+	os.WriteFile(filepath.Join(siteDir, "site3.yaml"), []byte(strings.Replace(string(site3), "  kudPlugins: [emco, ovn4nfv]\n", "", 1)), 0o600)
+
 	e.bundle, _ = writeBundle(e, "files: [{path: ubuntu-22.04.raw}]\n")
 	o = e.options("site.iso")
-	o.Site = "../render/testdata/site3.yaml"
+	o.Site = filepath.Join(siteDir, "site3.yaml")
 	r, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
