@@ -224,6 +224,9 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 				binaries[bin.Name] = LockedFile{Name: bin.Name, Dest: "packages", Source: SourceToolchain, SHA256: bin.Digest, Size: bin.Size}
 			}
 			for _, im := range m.Images {
+				if im.KindNode {
+					continue // for kind mode on a developer's host, not the stick
+				}
 				l.Images = append(l.Images, LockedImage{Ref: im.Ref, Digest: im.Digest, Source: SourceToolchain})
 			}
 			// The deploy ramdisk and the OS images the toolchain made.
@@ -233,6 +236,11 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 				}
 			}
 			l.Kubernetes.Roots = m.Roots
+			for _, im := range m.Images {
+				if im.KindNode {
+					delete(l.Kubernetes.Roots, im.Ref)
+				}
+			}
 		}
 	} else {
 		l.Kubernetes.Source = SourceURL

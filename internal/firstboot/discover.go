@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/pipeline"
 
 	"github.com/bootstick/bootstick/internal/cas"
@@ -54,6 +55,8 @@ type bundleInfo struct {
 	images     []string
 	registries []string
 	has        func(ref string) bool // whether the bundle's registry serves ref
+	// digest is the manifest digest of a ref's tag in the layout.
+	digest func(ref string) (string, bool)
 }
 
 // discover finds the bundle (mounting an ISO), opens its layout, finds the
@@ -103,11 +106,23 @@ func openBundle(dir string) (bundleInfo, error) {
 	if bad := srv.Corrupted(); len(bad) > 0 {
 		return b, fmt.Errorf("bundle %s: corrupted manifest %s (%s)", b.layout, bad[0].Digest, bad[0].Detail)
 	}
-	b.images, b.registries, b.has = srv.Images(), srv.Registries(), srv.Has
+	b.images, b.registries, b.has, b.digest = srv.Images(), srv.Registries(), srv.Has, srv.Digest
 	if len(b.images) == 0 {
 		return b, fmt.Errorf("bundle %s: its registry names no images (index.json annotation %s)", b.layout, registry.AnnotationImageName)
 	}
 	return b, nil
+}
+
+// lockedImages are the layout's images with their digests, as a lock
+// names them (bundle.PinImages takes them).
+func (b bundleInfo) lockedImages() map[string]bundle.LockedImage {
+	out := map[string]bundle.LockedImage{}
+	for _, ref := range b.images {
+		if d, ok := b.digest(ref); ok {
+			out[ref] = bundle.LockedImage{Ref: ref, Digest: cas.Digest(d)}
+		}
+	}
+	return out
 }
 
 // osImages is the bundle's os-images folder: the deploy ramdisk and the

@@ -35,7 +35,7 @@ type runOptions struct {
 	timeout      time.Duration
 
 	kindName      string // kind mode: the cluster's name
-	kindNodeImage string // kind mode: the node image (default kindest/node:<the bundle's Kubernetes version>)
+	kindNodeImage string // kind mode: the node image (default: nodeImage)
 }
 
 func init() {
@@ -60,7 +60,7 @@ func init() {
 			fs.StringVar(&o.svcSubnet, "service-subnet", "10.96.0.0/12", "the service CIDR")
 			fs.DurationVar(&o.timeout, "wait", 10*time.Minute, "how long to wait for the node to be ready")
 			fs.StringVar(&o.kindName, "kind-name", "bootstick", "kind: the kind cluster's name")
-			fs.StringVar(&o.kindNodeImage, "kind-node-image", "", "kind: the node image, from the bundle or the engine, never pulled (default: kindest/node:<the bundle's Kubernetes version>)")
+			fs.StringVar(&o.kindNodeImage, "kind-node-image", "", "kind: the node image, from the bundle or the engine, never pulled (default: the bundle's registry.bootstick.dev/kind-node, else kindest/node, at the bundle's Kubernetes version)")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err

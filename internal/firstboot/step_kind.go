@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/bootstick/bootstick/internal/ociarchive"
 
 	"github.com/bootstick/bootstick/internal/kindcluster"
-	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
 )
@@ -30,8 +30,13 @@ func kindPreflightStep(n *node) pipeline.Step {
 	}
 }
 
-// nodeImage is --kind-node-image, else kindest/node at the Kubernetes
-// version of the bundle's kube-apiserver.
+// ownNodeImage is the kind node image the toolchain builds
+// (images/recipes.yaml), tagged with its Kubernetes version.
+const ownNodeImage = "registry.bootstick.dev/kind-node"
+
+// nodeImage is --kind-node-image; else the bundle's own node image at the
+// Kubernetes version of its kube-apiserver, when the bundle holds it; else
+// kindest/node at that version (which the engine must have).
 func nodeImage(n *node) (string, error) {
 	if n.opts.kindNodeImage != "" {
 		return n.opts.kindNodeImage, nil
@@ -39,6 +44,9 @@ func nodeImage(n *node) (string, error) {
 	api, err := n.bundle.findImage("kube-apiserver")
 	if err != nil {
 		return "", fmt.Errorf("choosing the kind node image: %w; pass --kind-node-image", err)
+	}
+	if own := ownNodeImage + ":" + api.Tag; slices.Contains(n.bundle.images, own) {
+		return own, nil
 	}
 	return "kindest/node:" + api.Tag, nil
 }
@@ -116,27 +124,12 @@ func kindImagesStep(n *node) pipeline.Step {
 			}
 			refs := slices.DeleteFunc(slices.Clone(n.bundle.images), func(r string) bool { return r == node.String() })
 			start := time.Now()
-			err = c.LoadImages(ctx, func(w io.Writer) error { return kindcluster.WriteOCIArchive(n.bundle.layout, refs, w) })
+			err = c.LoadImages(ctx, func(w io.Writer) error { return ociarchive.Write(n.bundle.layout, refs, w) })
 			if err != nil {
 				return err
 			}
 			logctx.From(ctx).Info(fmt.Sprintf("loaded %d images of the bundle into the nodes in %s", len(refs), time.Since(start).Round(100*time.Millisecond)))
 			return nil
-		},
-	}
-}
-
-// kindReadyStep waits until every node is Ready.
-func kindReadyStep(n *node) pipeline.Step {
-	return pipeline.Step{
-		Name: "done",
-		Hint: "kubectl --kubeconfig " + n.paths.kindKubeconfig() + " get nodes shows which node is not ready",
-		Run: func(ctx context.Context, pc *pipeline.Context) error {
-			c, err := kube.Load(n.kubeconfig)
-			if err != nil {
-				return err
-			}
-			return c.WaitNodesReady(ctx, n.opts.timeout)
 		},
 	}
 }

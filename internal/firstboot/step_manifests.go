@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,7 +34,7 @@ func manifestsStep(n *node) pipeline.Step {
 		Name: "manifests",
 		Hint: "kubectl get pods -A shows the pods that do not start; rerunning applies the manifests again",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
-			fsys, names, err := manifestFiles(ctx, n)
+			fsys, names, own, err := manifestFiles(ctx, n)
 			if err != nil {
 				return err
 			}
@@ -41,7 +43,7 @@ func manifestsStep(n *node) pipeline.Step {
 				return err
 			}
 			for _, name := range names {
-				if err := applyManifest(ctx, n, c, fsys, name); err != nil {
+				if err := applyManifest(ctx, n, c, fsys, name, own); err != nil {
 					return fmt.Errorf("manifest %s: %w", name, err)
 				}
 			}
@@ -51,17 +53,17 @@ func manifestsStep(n *node) pipeline.Step {
 }
 
 // manifestFiles are the bundle's manifests/*.yaml in name order, or
-// firstboot's own where a bundle (outside appliance mode) has none.
-func manifestFiles(ctx context.Context, n *node) (fs.FS, []string, error) {
+// firstboot's own (own) where a bundle (outside appliance mode) has none.
+func manifestFiles(ctx context.Context, n *node) (fs.FS, []string, bool, error) {
 	dir := filepath.Join(n.bundle.dir, "manifests")
 	entries, err := os.ReadDir(dir)
 	switch {
 	case err == nil:
 	case n.opts.mode == "appliance":
-		return nil, nil, fmt.Errorf("the bundle has no manifests folder %s: %w", dir, err)
+		return nil, nil, false, fmt.Errorf("the bundle has no manifests folder %s: %w", dir, err)
 	default:
-		logctx.From(ctx).Info("the bundle has no manifests folder; applying firstboot's own", "folder", dir)
-		return manifests.FS, manifests.Files(), nil
+		logctx.From(ctx).Info("the bundle has no manifests folder; applying firstboot's own, each image pinned to the digest the bundle holds", "folder", dir)
+		return manifests.FS, manifests.Files(), true, nil
 	}
 	var names []string
 	for _, en := range entries {
@@ -70,13 +72,24 @@ func manifestFiles(ctx context.Context, n *node) (fs.FS, []string, error) {
 		}
 	}
 	slices.Sort(names)
-	return os.DirFS(dir), names, nil
+	return os.DirFS(dir), names, false, nil
 }
 
-func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, name string) error {
-	objs, err := render.ReadManifest(fsys, name)
+// applyManifest applies one manifest and waits for its Deployments. One of
+// firstboot's own (own) names its images by tag: each is pinned to the
+// digest the bundle's layout holds, as mkusb pins a stick's manifests, so
+// a pod runs the very image the bundle carries in every mode.
+func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, name string, own bool) error {
+	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading manifest: %w", err)
+	}
+	if own {
+		data = bundle.PinImages(data, n.bundle.lockedImages())
+	}
+	objs, err := render.DecodeYAML(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("reading manifest %s: %w", name, err)
 	}
 	var apply []*unstructured.Unstructured
 	var wait []appsv1.Deployment

@@ -8,11 +8,12 @@ import (
 )
 
 // readyStep waits until the node is Ready, kube-proxy and CoreDNS are
-// rolled out and every kube-system pod is Ready.
+// rolled out and every kube-system pod is Ready: in every mode, against
+// the mode's cluster.
 func readyStep(n *node) pipeline.Step {
 	return pipeline.Step{
 		Name: "done",
-		Hint: "kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -A shows which pods are not ready",
+		Hint: "kubectl --kubeconfig " + n.kubeconfig + " get pods -A shows which pods are not ready",
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			c, err := kube.Load(n.kubeconfig)
 			if err != nil {

@@ -35,6 +35,6 @@ func kindSteps(n *node) []pipeline.Step {
 		manifestsStep(n),
 		metal3Step(n),
 		siteStep(n),
-		kindReadyStep(n),
+		readyStep(n),
 	}
 }

@@ -404,3 +404,26 @@ func tail(s string, n int) string {
 	}
 	return command.Tail(strings.Join(keep, "\n"), n)
 }
+
+// ModuleDir fetches one module (module@version) through the module proxy,
+// checked against the checksum database as any build is, and returns the
+// folder of the module cache that holds it (read-only).
+func ModuleDir(ctx context.Context, goCmd, modVersion string) (string, error) {
+	work, err := os.MkdirTemp("", "bootstick-moddl-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	out, err := run(ctx, Env(), goCmd, work, "mod", "download", "-json", modVersion)
+	var info downloadInfo
+	if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
+		return "", fmt.Errorf("fetching module %s: the module proxy refused it: %s", modVersion, info.Error)
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching module %s: %w\n%s", modVersion, err, tail(out, 10))
+	}
+	if info.Dir == "" {
+		return "", fmt.Errorf("fetching module %s: go mod download named no folder", modVersion)
+	}
+	return info.Dir, nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/bootstick/bootstick/internal/ociarchive"
 	"github.com/bootstick/bootstick/internal/registry"
 )
 
@@ -220,7 +221,8 @@ func untar(t *testing.T, data []byte) string {
 	}
 }
 
-// TestWriteOCIArchive unpacks the archive as an OCI layout and finds each
+// TestWriteOCIArchive (the archive kind-images loads, written by
+// ociarchive) unpacks the archive as an OCI layout and finds each
 // image under its name with its digest unchanged (what a pod naming it by
 // digest needs), and only the images asked for.
 func TestWriteOCIArchive(t *testing.T) {
@@ -238,7 +240,7 @@ func TestWriteOCIArchive(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := WriteOCIArchive(dir, c.refs, &buf)
+			err := ociarchive.Write(dir, c.refs, &buf)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want it to name %s", err, c.wantErr)

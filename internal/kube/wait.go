@@ -128,15 +128,80 @@ func (c *Client) WaitNodesReady(ctx context.Context, timeout time.Duration) erro
 }
 
 // WaitDeployment waits until a Deployment is available and its latest
-// generation rolled out.
+// generation rolled out. A Deployment whose pod cannot get its image is
+// named with the pod and the reason once that has lasted StuckAfter,
+// instead of after the whole timeout.
 func (c *Client) WaitDeployment(ctx context.Context, ns, name string, timeout time.Duration) error {
-	return until(ctx, timeout, "Deployment "+ns+"/"+name, func(ctx context.Context) (bool, string) {
+	what := "Deployment " + ns + "/" + name
+	var stuck error
+	firstSeen := map[string]time.Time{}
+	err := until(ctx, timeout, what, func(ctx context.Context) (bool, string) {
 		d, err := c.CS.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return deploymentDone(d)
+		done, reason := deploymentDone(d)
+		if done {
+			return true, ""
+		}
+		if stuck = c.neverAvailable(ctx, d, firstSeen); stuck != nil {
+			return true, ""
+		}
+		return false, reason
 	})
+	if err != nil {
+		return err
+	}
+	if stuck != nil {
+		return fmt.Errorf("%s can never become available: %w", what, stuck)
+	}
+	return nil
+}
+
+// StuckAfter is how long a pod of a Deployment may fail to get its image
+// before the wait gives up on it. Nothing is pulled from outside the
+// bundle, so such a pod never starts.
+var StuckAfter = 30 * time.Second
+
+// neverAvailable names a pod of d whose container has been unable to get
+// its image (pull errors, an invalid name) for StuckAfter, as seen by
+// this wait (firstSeen keeps when each was first seen failing).
+func (c *Client) neverAvailable(ctx context.Context, d *appsv1.Deployment, firstSeen map[string]time.Time) error {
+	if d.Spec.Selector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil
+	}
+	pods, err := c.CS.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil
+	}
+	for _, p := range pods.Items {
+		for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			w := cs.State.Waiting
+			if w == nil || !imageFailure[w.Reason] {
+				continue
+			}
+			key := p.Name + "/" + cs.Name
+			first, ok := firstSeen[key]
+			if !ok {
+				firstSeen[key] = time.Now()
+				continue
+			}
+			if time.Since(first) >= StuckAfter {
+				return fmt.Errorf("pod %s: container %s (image %s): %s: %s", p.Name, cs.Name, cs.Image, w.Reason, w.Message)
+			}
+		}
+	}
+	return nil
+}
+
+// imageFailure are the waiting reasons of a container that cannot get its
+// image.
+var imageFailure = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
 }
 
 func deploymentDone(d *appsv1.Deployment) (bool, string) {

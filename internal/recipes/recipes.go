@@ -116,6 +116,27 @@ type Image struct {
 	Symlinks   map[string]string `yaml:"symlinks,omitempty"`
 	Debian     *debroot.Spec     `yaml:"debian,omitempty"`
 	Env        []string          `yaml:"env,omitempty"`
+	// KindNode makes an image of a Debian root a kind node image.
+	KindNode *KindNode `yaml:"kindNode,omitempty" json:"kindNode,omitempty"`
+}
+
+// KindNode is what makes a Debian root a node image of firstboot's kind
+// mode: kind's own node files, the toolchain's Kubernetes binaries,
+// /kind/version, and images the node's containerd imports at boot, before
+// kubelet starts (kind runs kubeadm init without pulling). The toolchain's
+// OCI layout holds it; the stick does not (kind mode runs on a developer's
+// host, never on the booted stick).
+type KindNode struct {
+	// Base is kind's module, module@version: the version firstboot
+	// creates clusters with (go.mod's). Files are paths below its
+	// images/base/files that the image takes (a script starting with #!
+	// is made executable; the module cache keeps no modes).
+	Base  string   `yaml:"base"`
+	Files []string `yaml:"files"`
+	// Binaries of this file, installed in /usr/bin.
+	Binaries []string `yaml:"binaries"`
+	// Preload are images of this file, by ref.
+	Preload []string `yaml:"preload"`
 }
 
 // Artifact formats.
@@ -321,6 +342,9 @@ func (r *Spec) Validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Child("ref"), im.Ref))
 		}
 		refs[im.Ref] = true
+		if im.KindNode != nil {
+			errs = append(errs, r.validateKindNode(p, im, bins)...)
+		}
 		switch {
 		case im.Debian != nil:
 			if len(im.Binaries) > 0 || len(im.Debs) > 0 {
@@ -381,6 +405,45 @@ func (r *Spec) Validate() field.ErrorList {
 			files[f] = true
 		}
 		errs = append(errs, validateDebian(r.Dir, p.Child("debian"), &a.Debian)...)
+	}
+	return errs
+}
+
+// validateKindNode checks the kindNode of the image at ip.
+func (r *Spec) validateKindNode(ip *field.Path, im Image, bins map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	k, p := im.KindNode, ip.Child("kindNode")
+	if im.Debian == nil {
+		errs = append(errs, field.Required(ip.Child("debian"), "a kind node image is a Debian root"))
+	}
+	mod, ver, ok := strings.Cut(k.Base, "@")
+	switch {
+	case !ok:
+		errs = append(errs, field.Invalid(p.Child("base"), k.Base, "want kind's module as module@version, e.g. sigs.k8s.io/kind@v0.30.0"))
+	case module.CheckPath(mod) != nil || !semver.IsValid(ver):
+		errs = append(errs, field.Invalid(p.Child("base"), k.Base, "want a module path and a version such as v0.30.0"))
+	}
+	for j, f := range k.Files {
+		if f == "" || path.IsAbs(f) || path.Clean(f) != f || strings.HasPrefix(f, "..") {
+			errs = append(errs, field.Invalid(p.Child("files").Index(j), f, "a clean path below images/base/files"))
+		}
+	}
+	for j, b := range k.Binaries {
+		if _, ok := bins[b]; !ok {
+			errs = append(errs, field.NotFound(p.Child("binaries").Index(j), b))
+		}
+	}
+	if len(k.Preload) == 0 {
+		errs = append(errs, field.Required(p.Child("preload"), "the images kubeadm init runs (kind pulls nothing)"))
+	}
+	for j, ref := range k.Preload {
+		i := slices.IndexFunc(r.Images, func(o Image) bool { return o.Ref == ref })
+		switch {
+		case i < 0:
+			errs = append(errs, field.NotFound(p.Child("preload").Index(j), ref))
+		case r.Images[i].KindNode != nil:
+			errs = append(errs, field.Invalid(p.Child("preload").Index(j), ref, "a node image cannot preload a node image"))
+		}
 	}
 	return errs
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 func TestDefaultRecipesLoad(t *testing.T) {
@@ -23,10 +25,36 @@ func TestDefaultRecipesLoad(t *testing.T) {
 			t.Errorf("images/recipes.yaml builds no %s", want)
 		}
 	}
+	// A kind node image takes its files from the kind module firstboot
+	// creates clusters with.
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.Parse("go.mod", gomod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := ""
+	for _, r := range mf.Require {
+		if r.Mod.Path == "sigs.k8s.io/kind" {
+			kind = r.Mod.String()
+		}
+	}
+	nodes := 0
 	for _, im := range spec.Images {
 		if len(im.Entrypoint) == 0 || im.Dir == "" {
 			t.Errorf("image %s: defaults not applied: %+v", im.Ref, im)
 		}
+		if im.KindNode != nil {
+			nodes++
+			if im.KindNode.Base != kind {
+				t.Errorf("image %s: kindNode.base is %s, but go.mod requires %s: make them agree", im.Ref, im.KindNode.Base, kind)
+			}
+		}
+	}
+	if nodes != 1 {
+		t.Errorf("images/recipes.yaml has %d kind node images, want 1", nodes)
 	}
 }
 
@@ -95,6 +123,50 @@ func TestBadRecipes(t *testing.T) {
 				t.Fatalf("Load succeeded, want an error containing %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f) {
+				t.Fatalf("error:\n%v\nwant the file name and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+const withKindNode = base + `- ref: registry.bootstick.dev/kind-node:v1.34.4
+  debian: {suite: trixie, packages: [systemd]}
+  entrypoint: [/sbin/init]
+  kindNode:
+    base: sigs.k8s.io/kind@v0.30.0
+    files: [usr/local/bin/entrypoint]
+    binaries: [kubeadm]
+    preload: [registry.k8s.io/pause:3.10.1]
+`
+
+// TestBadKindNode: each mistake in a kind node image is named by its field
+// path.
+func TestBadKindNode(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"no debian", "  debian: {suite: trixie, packages: [systemd]}\n", "", "images[1].debian: Required value: a kind node image is a Debian root"},
+		{"bad base", "base: sigs.k8s.io/kind@v0.30.0", "base: sigs.k8s.io/kind", `images[1].kindNode.base: Invalid value: "sigs.k8s.io/kind": want kind's module as module@version`},
+		{"unknown binary", "binaries: [kubeadm]", "binaries: [kubeadmin]", `images[1].kindNode.binaries[0]: Not found: "kubeadmin"`},
+		{"unknown preload", "preload: [registry.k8s.io/pause:3.10.1]", "preload: [registry.k8s.io/etcd:3.6.5-0]", `images[1].kindNode.preload[0]: Not found: "registry.k8s.io/etcd:3.6.5-0"`},
+		{"preload itself", "preload: [registry.k8s.io/pause:3.10.1]", "preload: [registry.bootstick.dev/kind-node:v1.34.4]", "images[1].kindNode.preload[0]: Invalid value: \"registry.bootstick.dev/kind-node:v1.34.4\": a node image cannot preload a node image"},
+		{"file outside", "files: [usr/local/bin/entrypoint]", "files: [../../go.mod]", `images[1].kindNode.files[0]: Invalid value: "../../go.mod": a clean path below images/base/files`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.Mkdir(filepath.Join(dir, "pause"), 0o755)
+			f := filepath.Join(dir, "recipes.yaml")
+			os.WriteFile(f, []byte(withKindNode), 0o644)
+			if _, err := Load(f); err != nil {
+				t.Fatalf("the good file does not load: %v", err)
+			}
+			data := strings.Replace(withKindNode, tc.from, tc.to, 1)
+			if data == withKindNode {
+				t.Fatalf("test case did not change the file: %q not found", tc.from)
+			}
+			os.WriteFile(f, []byte(data), 0o644)
+			_, err := Load(f)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f) {
 				t.Fatalf("error:\n%v\nwant the file name and %q", err, tc.want)
 			}
 		})

@@ -121,6 +121,20 @@ func Open(dir string, opts Options) (*Server, error) {
 // Images lists the full references served, sorted.
 func (s *Server) Images() []string { return append([]string(nil), s.names...) }
 
+// Digest is the manifest digest the layout holds for a reference's tag.
+func (s *Server) Digest(ref string) (string, bool) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return "", false
+	}
+	rp, ok := s.repos[repoKey{r.Registry, r.Repository}]
+	if !ok {
+		return "", false
+	}
+	d, ok := rp.tags[r.Tag]
+	return d.Digest, ok
+}
+
 // Has reports whether the bundle serves the image a reference names: by
 // its tag, or by its digest within its own repository (name@sha256:...).
 func (s *Server) Has(ref string) bool {

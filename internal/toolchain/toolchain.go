@@ -208,7 +208,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	// mmdebstrap, which shares the .deb cache.
 	for i := range opts.Spec.Images {
 		im := &opts.Spec.Images[i]
-		if im.Debian == nil {
+		if im.Debian == nil || im.KindNode != nil {
 			continue
 		}
 		var root record.Root
@@ -256,10 +256,28 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	// Kind node images last: they carry the other images.
+	byRef := map[string]ocibuild.Image{}
+	for _, im := range images {
+		byRef[im.Ref] = im
+	}
+	for i := range opts.Spec.Images {
+		im := &opts.Spec.Images[i]
+		if im.KindNode == nil {
+			continue
+		}
+		var root record.Root
+		var err error
+		images[i], root, built[i], err = buildKindNode(ctx, opts, goCmd, im, bins, byRef, m.KubernetesVersion)
+		if err != nil {
+			return nil, err
+		}
+		m.SetRoot(im.Ref, root)
+	}
 	seen := map[string]bool{}
 	for i, im := range images {
 		m.Actions["image "+im.Ref] = built[i]
-		m.Images = append(m.Images, ImageRecord{Ref: im.Ref, Digest: im.Manifest})
+		m.Images = append(m.Images, ImageRecord{Ref: im.Ref, Digest: im.Manifest, KindNode: opts.Spec.Images[i].KindNode != nil})
 		for _, p := range pkgsByImage[i] {
 			if !seen[p.String()] {
 				seen[p.String()] = true

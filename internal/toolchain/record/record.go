@@ -64,6 +64,9 @@ type Root struct {
 type ImageRecord struct {
 	Ref    string     `json:"ref"`
 	Digest cas.Digest `json:"digest"`
+	// KindNode marks the node image of kind mode: the toolchain's layout
+	// holds it, a stick does not.
+	KindNode bool `json:"kindNode,omitempty"`
 }
 
 // SetRoot records the Debian root of an image or artifact.
