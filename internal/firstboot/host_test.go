@@ -21,7 +21,7 @@ import (
 )
 
 // toolchainDir is where make toolchain leaves the binaries and the OCI layout.
-func toolchainDir(t *testing.T) string {
+func toolchainDir(t testing.TB) string {
 	dir := filepath.Join(cas.DefaultRoot(), "toolchain", "current")
 	for _, p := range []string{"bin/kubeadm", "bin/kubelet", "bin/kubectl", "oci/index.json"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
@@ -32,7 +32,7 @@ func toolchainDir(t *testing.T) string {
 }
 
 type hostRun struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	tc   string
 	data string
@@ -254,7 +254,7 @@ func logTimes(t *testing.T, r status.Report) {
 	t.Logf("step times from the state file (last attempt each), total %.1fs:\n%s", total, b.String())
 }
 
-func checkNothingLeft(t *testing.T, data string) {
+func checkNothingLeft(t testing.TB, data string) {
 	for _, p := range []string{data, "/run/bootstick", "/etc/bootstick", "/etc/kubernetes", "/var/lib/kubelet"} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s is still there after reset", p)

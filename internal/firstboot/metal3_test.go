@@ -278,7 +278,7 @@ func TestHostProvision(t *testing.T) {
 
 // startSite starts the test's virtual site (internal/vsite) with machines,
 // and closes it when the test ends.
-func startSite(t *testing.T, ctx context.Context, machines []vsite.Machine) *vsite.Site {
+func startSite(t testing.TB, ctx context.Context, machines []vsite.Machine) *vsite.Site {
 	t.Helper()
 	vs, err := vsite.Start(ctx, vsite.Options{
 		Dir: t.TempDir(), Netns: m3Netns, HostIface: m3Iface,
@@ -298,7 +298,7 @@ func startSite(t *testing.T, ctx context.Context, machines []vsite.Machine) *vsi
 
 // writeSite writes the site file of c (with the test's DHCP range) and
 // returns its path.
-func writeSite(t *testing.T, vs *vsite.Site, c vsite.SiteConfig) string {
+func writeSite(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
 	t.Helper()
 	c.DHCPStart, c.DHCPEnd = netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40")
 	data, err := vs.SiteFile(c)
@@ -487,7 +487,7 @@ func randomHex(t *testing.T, n int) string {
 
 // newHostRun takes the host-mode lock, builds firstboot, and resets the
 // machine (checking nothing is left) when the test ends.
-func newHostRun(t *testing.T, tc string) *hostRun {
+func newHostRun(t testing.TB, tc string) *hostRun {
 	t.Helper()
 	hostModeLock(t)
 	h := &hostRun{t: t, bin: buildFirstboot(t), tc: tc, data: "/var/lib/bootstick-test"}
@@ -503,7 +503,7 @@ func newHostRun(t *testing.T, tc string) *hostRun {
 
 // hostModeLock holds the machine-wide lock of the host-mode tests: one
 // host-mode node per machine.
-func hostModeLock(t *testing.T) {
+func hostModeLock(t testing.TB) {
 	t.Helper()
 	lockf, err := os.OpenFile("/run/bootstick-hostmode-test.lock", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -516,7 +516,7 @@ func hostModeLock(t *testing.T) {
 }
 
 // buildFirstboot builds firstboot (with the test-only hooks) for a test.
-func buildFirstboot(t *testing.T) string {
+func buildFirstboot(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "firstboot")
 	if out, err := exec.Command("go", "build", "-tags", "bootsticktest", "-o", bin, "github.com/bootstick/bootstick/cmd/firstboot").CombinedOutput(); err != nil {

@@ -367,25 +367,30 @@ func (s *Server) serveBlob(w *countingWriter, r *http.Request, rp *repo, key rep
 	}
 	w.WriteHeader(http.StatusOK)
 
+	// A reader goroutine reads the next chunk while this one hashes and
+	// sends the one before: the disk, the hash and the network overlap.
+	// The last chunk is held back until the whole blob hashed right.
 	h := sha256.New()
-	held, next := make([]byte, 0, chunk), make([]byte, chunk)
-	for {
-		n, rerr := io.ReadFull(f, next)
-		if n > 0 {
-			if len(held) > 0 {
+	parts, stop := readAhead(f)
+	defer stop()
+	var held []byte
+	for p := range parts {
+		if p.n > 0 {
+			if held != nil {
 				if _, err := w.Write(held); err != nil {
 					e.Error = "client went away: " + err.Error()
 					return
 				}
+				p.release(held)
 			}
-			h.Write(next[:n])
-			held, next = next[:n], held[:chunk]
+			h.Write(p.buf[:p.n])
+			held = p.buf[:p.n]
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if p.err == io.EOF || p.err == io.ErrUnexpectedEOF {
 			break
 		}
-		if rerr != nil {
-			e.Error = "reading blob: " + rerr.Error()
+		if p.err != nil {
+			e.Error = "reading blob: " + p.err.Error()
 			panic(http.ErrAbortHandler)
 		}
 	}
@@ -400,6 +405,50 @@ func (s *Server) serveBlob(w *countingWriter, r *http.Request, rp *repo, key rep
 	if len(held) > 0 {
 		w.Write(held)
 	}
+}
+
+// part is one chunk read ahead: n bytes of buf, and the read's error.
+type part struct {
+	buf     []byte
+	n       int
+	err     error
+	release func([]byte) // hands a sent buffer back to the reader
+}
+
+// readAhead reads r in chunks on a goroutine of its own, at most two
+// chunks ahead of the consumer, until an error (io.EOF at the end). stop
+// ends the goroutine when the consumer gives up early.
+func readAhead(r io.Reader) (<-chan part, func()) {
+	const depth = 2
+	free := make(chan []byte, depth+1)
+	for range depth + 1 {
+		free <- make([]byte, chunk)
+	}
+	parts := make(chan part, depth)
+	done := make(chan struct{})
+	release := func(b []byte) { free <- b[:cap(b)] }
+	go func() {
+		defer close(parts)
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-done:
+				return
+			}
+			n, err := io.ReadFull(r, buf)
+			select {
+			case parts <- part{buf: buf, n: n, err: err, release: release}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return parts, func() { once.Do(func() { close(done) }) }
 }
 
 // failBlob answers a request whose blob cannot be read or is corrupted,
