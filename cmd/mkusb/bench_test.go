@@ -100,9 +100,9 @@ func BenchmarkRebuild(b *testing.B) {
 		{"rebuild, nothing changed (--locked)", locked, "the same bundle again, built exactly as the lock pins"},
 	} {
 		benchtable.Record(b, benchtable.Row{Group: "mkusb", Name: r.name,
-			Ours: benchtable.Side{Name: "rebuild", Value: r.d.Seconds(), Unit: "s"},
-			Ref:  benchtable.Side{Name: "cold build", Value: cold.Seconds(), Unit: "s"},
+			Ours:   benchtable.Side{Name: "rebuild", Value: r.d.Seconds(), Unit: "s"},
+			Ref:    benchtable.Side{Name: "cold build", Value: cold.Seconds(), Unit: "s"},
 			Better: "lower",
-			What: what + "; " + r.how + "; the cold build starts from an empty cache but for the downloaded .debs and Go's module and build caches"})
+			What:   what + "; " + r.how + "; the cold build starts from an empty cache but for the downloaded .debs and Go's module and build caches"})
 	}
 }

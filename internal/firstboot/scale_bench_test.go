@@ -319,7 +319,7 @@ func BenchmarkProvisioningScale(b *testing.B) {
 		what := fmt.Sprintf("%d BareMetalHosts from the site step to provisioned through the real baremetal-operator v0.6.0 and Ironic 29 of host mode (PROVISIONING_LIMIT %s, BMO_CONCURRENCY %s), hardware faked below Ironic: fake-hardware nodes (fake power, boot and deploy) with agent inspection answered by a fake agent; CPU %.0f%% busy on %d cores while the site step ran; the fake agent answered %d inspections",
 			sc.hosts, or(sc.env["PROVISIONING_LIMIT"], "20 (default)"), or(sc.env["BMO_CONCURRENCY"], "2 (default: the CPUs)"), 100*r.busy, runtime.NumCPU(), r.agent)
 		row := benchtable.Row{Group: "scale", Name: sc.name + ": site step",
-			Ours: benchtable.Side{Name: "all provisioned", Value: r.siteStep.Seconds(), Unit: "s"},
+			Ours:   benchtable.Side{Name: "all provisioned", Value: r.siteStep.Seconds(), Unit: "s"},
 			Better: "lower", What: what}
 		if sc.hosts == 10 {
 			row.Ref = benchtable.Side{Name: "seed's goal", Value: 600, Unit: "s"}

@@ -62,5 +62,5 @@ func BenchmarkISOWrite(b *testing.B) {
 		Ours:   benchtable.Side{Name: "iso.Write", Value: tOurs.Seconds() / float64(b.N), Unit: "s"},
 		Ref:    benchtable.Side{Name: "xorriso -as mkisofs", Value: tTheirs.Seconds() / float64(b.N), Unit: "s"},
 		Better: "lower",
-		What: fmt.Sprintf("the same staged tree (a 128 MiB squashfs stand-in and 2000 small files, like an OCI layout) written as a hybrid BIOS and UEFI ISO, mean of %d runs each", b.N)})
+		What:   fmt.Sprintf("the same staged tree (a 128 MiB squashfs stand-in and 2000 small files, like an OCI layout) written as a hybrid BIOS and UEFI ISO, mean of %d runs each", b.N)})
 }
