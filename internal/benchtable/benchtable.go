@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,18 @@ func Record(b testing.TB, r Row) {
 	defer f.Close()
 	if _, err := f.Write(append(data, '\n')); err != nil {
 		b.Fatalf("bench rows %s: %v", path, err)
+	}
+}
+
+// DropCaches writes back and drops the page cache (root only), so that
+// the next read comes from the disk, as a booted stick reads the stick.
+func DropCaches(b testing.TB) {
+	b.Helper()
+	if err := exec.Command("sync").Run(); err != nil {
+		b.Fatalf("sync: %v", err)
+	}
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200); err != nil {
+		b.Fatalf("dropping the page cache (root only): %v", err)
 	}
 }
 

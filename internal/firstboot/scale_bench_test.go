@@ -33,6 +33,8 @@ type ironicAPI struct {
 	client               *http.Client
 }
 
+// do calls the API at version 1.81, or at the base version when path is
+// the ramdisk's /v1/continue_inspection (as the ramdisk calls it).
 func (a *ironicAPI) do(ctx context.Context, method, path string, body any, out any) error {
 	var r io.Reader
 	if body != nil {
@@ -48,7 +50,9 @@ func (a *ironicAPI) do(ctx context.Context, method, path string, body any, out a
 	}
 	req.SetBasicAuth(a.user, a.password)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+	if path != "/v1/continue_inspection" {
+		req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return err

@@ -227,15 +227,6 @@ func distributionRegistry(b *testing.B, dir string, images []benchImage) string 
 	return base
 }
 
-// dropCaches writes back and drops the page cache, so that the next read
-// comes from the disk, as a stick's registry reads the stick.
-func dropCaches(b *testing.B) {
-	exec.Command("sync").Run()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200); err != nil {
-		b.Fatalf("dropping the page cache (root only): %v", err)
-	}
-}
-
 // BenchmarkRegistryPull pulls every image of the stick through the
 // stick's registry, concurrently as containerd does, against a raw
 // sequential read of the same blobs from disk and against
@@ -258,7 +249,7 @@ func BenchmarkRegistryPull(b *testing.B) {
 		var t sides
 		timed := func(f func() int64) time.Duration {
 			if cold {
-				dropCaches(b)
+				benchtable.DropCaches(b)
 			}
 			start := time.Now()
 			n := f()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -81,41 +80,16 @@ func extractISOBundle(b *testing.B) string {
 		b.Fatal(err)
 	}
 	defer closeFS()
+	sub, err := fs.Sub(fsys, "bundle")
+	if err != nil {
+		b.Fatal(err)
+	}
 	dir := filepath.Join(b.TempDir(), "bundle")
-	err = fs.WalkDir(fsys, "bundle", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dir, strings.TrimPrefix(p, "bundle"))
-		if d.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		in, err := fsys.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		f, err := os.Create(out)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, in); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	})
+	err = os.CopyFS(dir, sub)
 	if err != nil {
 		b.Fatalf("copying the bundle out of %s: %v", iso, err)
 	}
 	return dir
-}
-
-func dropCaches(b *testing.B) {
-	exec.Command("sync").Run()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200); err != nil {
-		b.Fatalf("dropping the page cache (root only): %v", err)
-	}
 }
 
 // BenchmarkBundleCheck hashes the stick's bundle the way firstboot's boot
@@ -149,7 +123,7 @@ func BenchmarkBundleCheck(b *testing.B) {
 	const rounds = 2
 	b.ResetTimer()
 	for range rounds {
-		dropCaches(b)
+		benchtable.DropCaches(b)
 		start := time.Now()
 		res, err := bundle.VerifyFS(ctx, fsys, ".", l, nil, progress.Nop())
 		tOurs += time.Since(start)
@@ -158,7 +132,7 @@ func BenchmarkBundleCheck(b *testing.B) {
 		}
 		bytes = res.Bytes
 
-		dropCaches(b)
+		benchtable.DropCaches(b)
 		// The files VerifyFS hashed: the lock's payload and the blobs.
 		args := []string{}
 		for fp := range l.PayloadFiles() {
@@ -177,7 +151,7 @@ func BenchmarkBundleCheck(b *testing.B) {
 		}
 		tSum += time.Since(start)
 
-		dropCaches(b)
+		benchtable.DropCaches(b)
 		start = time.Now()
 		res, err = bundle.VerifyPayload(ctx, fsys, ".", l, progress.Nop())
 		tPayload += time.Since(start)

@@ -134,21 +134,27 @@ func buildDebianImage(ctx context.Context, opts Options, im *recipes.Image) (oci
 		if err != nil {
 			return err
 		}
-		l, err := ocibuild.WriteLayer(opts.Store, entries, opts.Epoch)
-		if err != nil {
-			return err
-		}
-		img, err := ocibuild.WriteImage(opts.Store, im.Ref, []ocibuild.Layer{l}, ocibuild.Config{Entrypoint: im.Entrypoint, Env: im.Env}, opts.Epoch)
-		if err != nil {
-			return err
-		}
-		rec.Image = &img
-		return nil
+		return oneLayerImage(opts, im, entries, rec)
 	})
 	if err != nil {
 		return ocibuild.Image{}, record.Root{}, false, err
 	}
 	return *rec.Image, rec.root(im.Debian, mirror), built, nil
+}
+
+// oneLayerImage stores the entries as the image's one layer and records
+// the image.
+func oneLayerImage(opts Options, im *recipes.Image, entries []ocibuild.Entry, rec *rootRecord) error {
+	l, err := ocibuild.WriteLayer(opts.Store, entries, opts.Epoch)
+	if err != nil {
+		return err
+	}
+	img, err := ocibuild.WriteImage(opts.Store, im.Ref, []ocibuild.Layer{l}, ocibuild.Config{Entrypoint: im.Entrypoint, Env: im.Env}, opts.Epoch)
+	if err != nil {
+		return err
+	}
+	rec.Image = &img
+	return nil
 }
 
 // buildArtifact makes a ramdisk or a disk image of a Debian root.

@@ -77,16 +77,7 @@ func buildKindNode(ctx context.Context, opts Options, goCmd string, im *recipes.
 			ocibuild.Dir("/etc/kubernetes/manifests", 0o755),
 			ocibuild.File("/kind/version", 0o644, []byte(kubeVersion+"\n")),
 			ocibuild.HostFile("/"+PreloadPath, 0o644, tar))
-		l, err := ocibuild.WriteLayer(opts.Store, entries, opts.Epoch)
-		if err != nil {
-			return err
-		}
-		img, err := ocibuild.WriteImage(opts.Store, im.Ref, []ocibuild.Layer{l}, ocibuild.Config{Entrypoint: im.Entrypoint, Env: im.Env}, opts.Epoch)
-		if err != nil {
-			return err
-		}
-		rec.Image = &img
-		return nil
+		return oneLayerImage(opts, im, entries, rec)
 	})
 	if err != nil {
 		return ocibuild.Image{}, record.Root{}, false, err
