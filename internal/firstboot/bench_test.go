@@ -3,6 +3,7 @@ package firstboot
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,19 +103,17 @@ func BenchmarkHostModeVsKubeadm(b *testing.B) {
 	cni := filepath.Join(p.cniConfDir(), "10-bootstick.conflist")
 	os.Remove(cni) // written after init, as a person would
 	kubeadmBin := filepath.Join(tc, "bin", "kubeadm")
+	klogPath := filepath.Join(b.TempDir(), "kubelet.log")
 	kubeadmRun := func(args ...string) {
 		cmd := exec.Command(kubeadmBin, args...)
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(tc, "bin")+":"+os.Getenv("PATH"))
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("kubeadm %s: %v\n%s", strings.Join(args, " "), err, command.Tail(string(out), 20))
+			b.Fatalf("kubeadm %s: %v\n%s\nkubelet:\n%s", strings.Join(args, " "), err, command.Tail(string(out), 20), command.Tail(readText(klogPath), 20))
 		}
 	}
-	var kubelet *exec.Cmd
+	stopKubelet := func() {}
 	defer func() {
-		if kubelet != nil {
-			kubelet.Process.Kill()
-			kubelet.Wait()
-		}
+		stopKubelet()
 		reset()
 	}()
 	b.StartTimer()
@@ -127,18 +126,14 @@ func BenchmarkHostModeVsKubeadm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kubelet = exec.Command(filepath.Join(tc, "bin", "kubelet"), append([]string{
-		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=" + kubeletKubeconfig,
-		"--config=/var/lib/kubelet/config.yaml"}, flags...)...)
-	klog, err := os.Create(filepath.Join(b.TempDir(), "kubelet.log"))
+	klog, err := os.Create(klogPath)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer klog.Close()
-	kubelet.Stdout, kubelet.Stderr = klog, klog
-	if err := kubelet.Start(); err != nil {
-		b.Fatal(err)
-	}
+	stopKubelet = runKubelet(filepath.Join(tc, "bin", "kubelet"), append([]string{
+		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=" + kubeletKubeconfig,
+		"--config=/var/lib/kubelet/config.yaml"}, flags...), klog)
 	kubeadmRun("init", cfg, "--skip-phases=preflight,kubelet-start", "--skip-token-print")
 	if err := os.WriteFile(cni, saved[cni], 0o644); err != nil {
 		b.Fatal(err)
@@ -170,4 +165,36 @@ func BenchmarkHostModeVsKubeadm(b *testing.B) {
 		Ref:  benchtable.Side{Name: "kubeadm init", Value: tKubeadm.Seconds(), Unit: "s"},
 		Goal: g, Met: met, Better: "lower",
 		What: fmt.Sprintf("this host, empty, to a Ready node with every pod running and ready, back to back, one run each: firstboot's whole run (bundle, registry, containerd, kubelet, kubeadm, CNI, untaint, the manifests with the BPA, the done waits) against kubeadm preflight, kubelet-start, kubelet, init with firstboot's configuration, the same CNI file, untaint and the same waits, with the same binaries, images (pulled through the same registry) and containerd")})
+}
+
+// runKubelet keeps kubelet running as kubeadm's systemd unit would
+// (Restart=always): kubelet exits until kubeadm init has written its
+// kubeconfig. The returned func stops it.
+func runKubelet(bin string, args []string, log io.Writer) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			cmd := exec.Command(bin, args...)
+			cmd.Stdout, cmd.Stderr = log, log
+			if err := cmd.Start(); err == nil {
+				exited := make(chan struct{})
+				go func() { cmd.Wait(); close(exited) }()
+				select {
+				case <-stop:
+					cmd.Process.Kill()
+					<-exited
+					return
+				case <-exited:
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second): // the unit's RestartSec
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }

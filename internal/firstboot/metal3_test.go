@@ -296,11 +296,14 @@ func startSite(t testing.TB, ctx context.Context, machines []vsite.Machine) *vsi
 	return vs
 }
 
-// writeSite writes the site file of c (with the test's DHCP range) and
+// writeSite writes the site file of c (with the test's DHCP range unless
+// c has one) and
 // returns its path.
 func writeSite(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
 	t.Helper()
-	c.DHCPStart, c.DHCPEnd = netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40")
+	if !c.DHCPStart.IsValid() {
+		c.DHCPStart, c.DHCPEnd = netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40")
+	}
 	data, err := vs.SiteFile(c)
 	if err != nil {
 		t.Fatal(err)
