@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,9 +224,12 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			for _, bin := range m.Binaries {
 				binaries[bin.Name] = LockedFile{Name: bin.Name, Dest: "packages", Source: SourceToolchain, SHA256: bin.Digest, Size: bin.Size}
 			}
+			l.Kubernetes.Roots = maps.Clone(m.Roots)
 			for _, im := range m.Images {
 				if im.KindNode {
-					continue // for kind mode on a developer's host, not the stick
+					// For kind mode on a developer's host, not the stick.
+					delete(l.Kubernetes.Roots, im.Ref)
+					continue
 				}
 				l.Images = append(l.Images, LockedImage{Ref: im.Ref, Digest: im.Digest, Source: SourceToolchain})
 			}
@@ -233,12 +237,6 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 			for _, a := range m.Artifacts {
 				for _, f := range a.Files {
 					l.Files = append(l.Files, LockedFile{Name: f.Name, Dest: "os-images", Source: SourceToolchain, SHA256: f.Digest, Size: f.Size})
-				}
-			}
-			l.Kubernetes.Roots = m.Roots
-			for _, im := range m.Images {
-				if im.KindNode {
-					delete(l.Kubernetes.Roots, im.Ref)
 				}
 			}
 		}

@@ -20,8 +20,8 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 )
 
-// Netns is the network namespace of the engine (one per machine: a second
-// test waits for the first's cleanup through Start's lock).
+// Netns is the network namespace of the engine: one engine per machine
+// (Start removes what a killed earlier run left in it).
 const Netns = "bootstick-test-docker"
 
 // Engine is a running dockerd.

@@ -42,8 +42,16 @@ func manifestsStep(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
+			// firstboot's own manifests name images by tag: each is pinned
+			// to the digest the bundle's layout holds, as mkusb pins a
+			// stick's manifests, so a pod runs the very image the bundle
+			// carries in every mode.
+			var pin map[string]bundle.LockedImage
+			if own {
+				pin = n.bundle.lockedImages()
+			}
 			for _, name := range names {
-				if err := applyManifest(ctx, n, c, fsys, name, own); err != nil {
+				if err := applyManifest(ctx, n, c, fsys, name, pin); err != nil {
 					return fmt.Errorf("manifest %s: %w", name, err)
 				}
 			}
@@ -75,17 +83,15 @@ func manifestFiles(ctx context.Context, n *node) (fs.FS, []string, bool, error) 
 	return os.DirFS(dir), names, false, nil
 }
 
-// applyManifest applies one manifest and waits for its Deployments. One of
-// firstboot's own (own) names its images by tag: each is pinned to the
-// digest the bundle's layout holds, as mkusb pins a stick's manifests, so
-// a pod runs the very image the bundle carries in every mode.
-func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, name string, own bool) error {
+// applyManifest applies one manifest, each image pinned to its digest in
+// pin when pin is given, and waits for its Deployments.
+func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, name string, pin map[string]bundle.LockedImage) error {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return fmt.Errorf("reading manifest: %w", err)
 	}
-	if own {
-		data = bundle.PinImages(data, n.bundle.lockedImages())
+	if pin != nil {
+		data = bundle.PinImages(data, pin)
 	}
 	objs, err := render.DecodeYAML(bytes.NewReader(data))
 	if err != nil {

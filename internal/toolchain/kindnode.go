@@ -29,10 +29,6 @@ func buildKindNode(ctx context.Context, opts Options, goCmd string, im *recipes.
 	if kubeVersion == "" {
 		return ocibuild.Image{}, record.Root{}, false, fmt.Errorf("image %s: a kind node image needs the kubeadm recipe (it writes /kind/version)", im.Ref)
 	}
-	kindDir, err := gobuild.ModuleDir(ctx, goCmd, k.Base)
-	if err != nil {
-		return ocibuild.Image{}, record.Root{}, false, fmt.Errorf("image %s: %w", im.Ref, err)
-	}
 	nodeBins := map[string]cas.Digest{}
 	for _, b := range k.Binaries {
 		nodeBins[b] = bins[b]
@@ -52,6 +48,11 @@ func buildKindNode(ctx context.Context, opts Options, goCmd string, im *recipes.
 	product := map[string]any{"image": im, "binaries": nodeBins, "preload": preloadDigests, "kubernetes": kubeVersion}
 	rec, mirror, built, err := withRoot(ctx, opts, "image "+im.Ref, im.Debian, product, func(root string, rec *rootRecord) error {
 		entries, err := ocibuild.TreeEntries(root)
+		if err != nil {
+			return err
+		}
+		// Fetched only to build: a cached image needs no module.
+		kindDir, err := gobuild.ModuleDir(ctx, goCmd, k.Base)
 		if err != nil {
 			return err
 		}
