@@ -112,9 +112,9 @@ func Build(ctx context.Context, root, out string, o Options) error {
 	rootEnd := uint64(size/sector) - 34
 	rootBytes := int64(rootEnd-rootStart+1) * sector
 	rootImg := filepath.Join(o.Work, "root.ext4")
-	env := []string{"E2FSPROGS_FAKE_TIME=" + strconv.FormatInt(o.Epoch.Unix(), 10)}
-	if _, err := command.Run(ctx, command.Options{Env: env}, "mkfs.ext4", "-q", "-F", "-L", "root", "-U", uuid,
-		"-E", "root_owner=0:0,hash_seed="+uuid, "-d", root, rootImg, strconv.FormatInt(rootBytes/1024, 10)+"k"); err != nil {
+	mkfsCmd, env := mkfs(root, o.Epoch)
+	if _, err := command.Run(ctx, command.Options{Env: env}, append(mkfsCmd, "-q", "-F", "-L", "root", "-U", uuid,
+		"-E", "root_owner=0:0,hash_seed="+uuid, "-d", root, rootImg, strconv.FormatInt(rootBytes/1024, 10)+"k")...); err != nil {
 		return fmt.Errorf("disk image: making the root file system (is sizeMiB large enough?): %w", err)
 	}
 
@@ -280,6 +280,35 @@ func copySparse(f *os.File, src string, off int64) error {
 			return err
 		}
 	}
+}
+
+// mkfs is the command that makes the root's file system, and its
+// environment. A root with its own mke2fs gets it, run through the root's
+// own dynamic loader, libraries and mke2fs.conf: the file system has the
+// features the root's e2fsck knows, and e2fsprogs 1.47.1 and later set
+// every inode's and the superblock's times to SOURCE_DATE_EPOCH (the
+// build machine's 1.47.0 keeps the times the files have here, and the
+// superblock's write time), so the image is reproducible. A root without
+// one (a test's) is made with this machine's mkfs.ext4.
+func mkfs(root string, epoch time.Time) (argv, env []string) {
+	ts := strconv.FormatInt(epoch.Unix(), 10)
+	env = []string{"SOURCE_DATE_EPOCH=" + ts, "E2FSPROGS_FAKE_TIME=" + ts}
+	libs := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+	loader := filepath.Join(libs, "ld-linux-x86-64.so.2")
+	own := filepath.Join(root, "usr/sbin/mke2fs")
+	if !regular(loader) || !regular(own) {
+		return []string{"mkfs.ext4"}, env
+	}
+	if conf := filepath.Join(root, "etc/mke2fs.conf"); regular(conf) {
+		env = append(env, "MKE2FS_CONFIG="+conf)
+	}
+	return []string{loader, "--library-path", libs, own, "-t", "ext4"}, env
+}
+
+// regular reports whether p is a regular file (after symbolic links).
+func regular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // stableUUID names the root file system: the same root and epoch give the

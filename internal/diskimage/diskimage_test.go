@@ -159,3 +159,71 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestImageIsReproducible builds the image of one root twice, with every
+// file's time changed in between, as two builds of the same packages
+// leave it: the images are the same to the byte. The root has Debian
+// trixie's e2fsprogs (from the toolchain's .deb cache), whose mke2fs sets
+// every time to SOURCE_DATE_EPOCH, as the compute image's root has.
+func TestImageIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("unpacks trixie's e2fsprogs from the toolchain's .deb cache (make toolchain first): integration tier")
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	for _, pkg := range []string{"libc6", "libblkid1", "libuuid1", "libcom-err2", "libext2fs2t64", "e2fsprogs"} {
+		deb := newestDeb(t, filepath.Join(cas.DefaultRoot(), "rootfs", "debs"), pkg)
+		if out, err := exec.Command("dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+			t.Fatalf("dpkg-deb -x %s: %v\n%s", deb, err, out)
+		}
+	}
+	for p, data := range map[string]string{"boot/vmlinuz-6.12.0-1-amd64": "kernel", "boot/initrd.img-6.12.0-1-amd64": "initrd", "etc/hostname": "debian\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if argv, _ := mkfs(root, time.Unix(0, 0)); argv[0] == "mkfs.ext4" {
+		t.Fatalf("the root's own mke2fs is not used: %v", argv)
+	}
+	build := func(n int) []byte {
+		out := filepath.Join(t.TempDir(), "disk.qcow2")
+		if err := Build(context.Background(), root, out, Options{SizeMiB: 64, Epoch: time.Unix(1700000000, 0), Work: t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	first := build(1)
+	// The second build's files carry other times, as a second mmdebstrap
+	// leaves them.
+	later := time.Now().Add(time.Hour)
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			os.Chtimes(p, later, later)
+		}
+		return nil
+	})
+	if second := build(2); !bytes.Equal(first, second) {
+		t.Errorf("two builds of one root differ (%d and %d bytes)", len(first), len(second))
+	}
+}
+
+// newestDeb is the highest version of pkg's .deb in dir.
+func newestDeb(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	debs, _ := filepath.Glob(filepath.Join(dir, pkg+"_*_amd64.deb"))
+	if len(debs) == 0 {
+		t.Fatalf("no %s .deb in %s: run make toolchain first", pkg, dir)
+	}
+	version := func(p string) string { return strings.Split(filepath.Base(p), "_")[1] }
+	best := debs[0]
+	for _, d := range debs[1:] {
+		if exec.Command("dpkg", "--compare-versions", version(d), "gt", version(best)).Run() == nil {
+			best = d
+		}
+	}
+	return best
+}

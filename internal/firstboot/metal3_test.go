@@ -21,6 +21,7 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
@@ -196,6 +197,24 @@ func TestHostProvision(t *testing.T) {
 	}
 	if !strings.Contains(addrs, m3HostIP+"/24") {
 		t.Errorf("ip addr on the host shows no %s/24:\n%s", m3HostIP, addrs)
+	}
+
+	// The deploy ramdisk booted under TCG and the agent found its node
+	// through Ironic's lookup API: its own line on node-0's console.
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := os.ReadFile(vs.SerialLog("node-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := bmhProvisioningID(ctx, dyn, "node-0"); id == "" {
+		t.Errorf("node-0's BareMetalHost names no Ironic node")
+	} else if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is `+regexp.QuoteMeta(id)+`.*`).Find(serial); line == nil {
+		t.Errorf("node-0's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", id, command.Tail(string(serial), 30))
+	} else {
+		t.Logf("node-0's console: %s", strings.TrimSpace(string(line)))
 	}
 
 	// Status: each host's state, time in it, and the faults in words.

@@ -182,50 +182,12 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 		Image: vsite.SiteImage{
 			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 			Checksum: sum.Hex(), Format: "qcow2"}})
-	run := func(pause bool) *bytes.Buffer {
-		cmd := h.cmd("run", "--mode", "host", "--bundle", h.tc+"/oci", "--data", h.data, "--site", sitePath)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if !pause {
-			if err := cmd.Run(); err != nil {
-				b.Fatalf("firstboot run with %d fake hosts: %v\n%s", n, err, command.Tail(out.String(), 40))
-			}
-			return &out
-		}
-		cmd.Env = append(cmd.Env, "BOOTSTICK_TEST_PAUSE_STEP=site")
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		for {
-			if st, err := pipeline.LoadState(pipeline.StatePath(p.State)); err == nil {
-				if r := st.Step("site"); r != nil && r.State == pipeline.StateRunning {
-					break
-				}
-			}
-			select {
-			case err := <-exited:
-				b.Fatalf("firstboot exited before the site step: %v\n%s", err, command.Tail(out.String(), 40))
-			case <-time.After(100 * time.Millisecond): // polling the state file for the step
-			}
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-		return &out
-	}
-	run(true)
-
+	runToSite(b, h, sitePath)
 	c, err := kube.Load(adminConf)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cred, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	api := &ironicAPI{base: fmt.Sprintf("http://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
-		password: string(cred.Data["password"]), client: &http.Client{Timeout: 30 * time.Second}}
+	api := ironicAsBMO(b, ctx, c)
 	if len(env) > 0 {
 		cm, err := c.CS.CoreV1().ConfigMaps(render.BMONamespace).Get(ctx, render.BMOConfig, metav1.GetOptions{})
 		if err != nil {
@@ -245,21 +207,13 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 		}
 	}
 	for name := range macs {
-		node := map[string]any{
-			"name": "metal3~" + name, "driver": "fake-hardware",
-			"boot_interface": "fake", "deploy_interface": "fake", "management_interface": "fake",
-			"power_interface": "fake", "inspect_interface": "agent",
-			"driver_info": map[string]any{"ipmi_address": "172.22.0.2"},
-		}
-		if err := api.do(ctx, http.MethodPost, "/v1/nodes", node, nil); err != nil {
-			b.Fatalf("creating the fake node of %s: %v", name, err)
-		}
+		createFakeNode(b, ctx, api, name, nil)
 	}
 	actx, stopAgent := context.WithCancel(ctx)
 	answered := fakeAgent(actx, api, macs)
 
 	busy0, total0 := cpuBusy()
-	out := run(false)
+	out := runToEnd(b, h, sitePath)
 	busy1, total1 := cpuBusy()
 	stopAgent()
 	res := scaleResult{states: map[string][]time.Duration{}, agent: <-answered,
@@ -275,7 +229,7 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 	}
 	for _, s := range states {
 		if s.State != "provisioned" {
-			b.Fatalf("host %s is %s after the run:\n%s", s.Name, s.State, command.Tail(out.String(), 20))
+			b.Fatalf("host %s is %s after the run:\n%s", s.Name, s.State, command.Tail(out, 20))
 		}
 		hist := s.History
 		add := func(state string, from, to metav1.Time) {
@@ -363,4 +317,79 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// runToSite runs firstboot in host mode with the site up to its site step
+// (held there by the test-only pause) and kills it there: the cluster,
+// Ironic and BMO run, and no BareMetalHost exists yet.
+func runToSite(t testing.TB, h *hostRun, sitePath string) {
+	t.Helper()
+	cmd := h.cmd("run", "--mode", "host", "--bundle", h.tc+"/oci", "--data", h.data, "--site", sitePath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(cmd.Env, "BOOTSTICK_TEST_PAUSE_STEP=site")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	statePath := pipeline.StatePath(defaultPaths(h.data).State)
+	for {
+		if st, err := pipeline.LoadState(statePath); err == nil {
+			if r := st.Step("site"); r != nil && r.State == pipeline.StateRunning {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("firstboot exited before the site step: %v\n%s", err, command.Tail(out.String(), 40))
+		case <-time.After(100 * time.Millisecond): // polling the state file for the step
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// runToEnd runs firstboot in host mode with the site to its end and
+// returns what it printed.
+func runToEnd(t testing.TB, h *hostRun, sitePath string) string {
+	t.Helper()
+	out, err := h.cmd("run", "--mode", "host", "--bundle", h.tc+"/oci", "--data", h.data, "--site", sitePath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
+	}
+	return string(out)
+}
+
+// ironicAsBMO is the appliance's Ironic API with the baremetal-operator's
+// credentials (the Secret firstboot made).
+func ironicAsBMO(t testing.TB, ctx context.Context, c *kube.Client) *ironicAPI {
+	t.Helper()
+	cred, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ironicAPI{base: fmt.Sprintf("http://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
+		password: string(cred.Data["password"]), client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// createFakeNode enrolls host name in Ironic under the name BMO looks up
+// (metal3~NAME) with fake power, boot and deploy, and agent inspection;
+// extra sets more of the node's fields. It returns the node's UUID.
+func createFakeNode(t testing.TB, ctx context.Context, api *ironicAPI, name string, extra map[string]any) string {
+	t.Helper()
+	node := map[string]any{
+		"name": "metal3~" + name, "driver": "fake-hardware",
+		"boot_interface": "fake", "deploy_interface": "fake", "management_interface": "fake",
+		"power_interface": "fake", "inspect_interface": "agent",
+		"driver_info": map[string]any{"ipmi_address": "172.22.0.2"},
+	}
+	for k, v := range extra {
+		node[k] = v
+	}
+	var created struct{ UUID string }
+	if err := api.do(ctx, http.MethodPost, "/v1/nodes", node, &created); err != nil {
+		t.Fatalf("creating the fake node of %s: %v", name, err)
+	}
+	return created.UUID
 }

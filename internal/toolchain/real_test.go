@@ -2,6 +2,7 @@ package toolchain
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/partition/gpt"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -240,5 +243,38 @@ func TestLayoutStoresSharedBlobsOnce(t *testing.T) {
 	}
 	if based < 2 || shared == 0 {
 		t.Fatalf("no layer is shared by all %d images built on the base: the base layer should be", based)
+	}
+}
+
+// TestComputeImageHoldsNoHostKeys reads /etc/ssh in the compute image's
+// root file system: the sshd configuration is there and no host key is.
+// Keys made at build time would be every host's, and readable by anyone
+// with the stick; cloud-init writes each host's own at its first boot.
+func TestComputeImageHoldsNoHostKeys(t *testing.T) {
+	tc, _ := realToolchain(t)
+	raw := filepath.Join(t.TempDir(), "disk.raw")
+	if out, err := exec.Command("qemu-img", "convert", "-f", "qcow2", "-O", "raw", tc.File("debian-13-compute.qcow2"), raw).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	d, err := diskfs.Open(raw, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := d.GetPartitionTable()
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, ok := pt.(*gpt.Table)
+	if !ok || len(table.Partitions) != 3 {
+		t.Fatalf("partition table %T, want GPT with 3 partitions", pt)
+	}
+	root := table.Partitions[2]
+	out, err := exec.Command("debugfs", "-R", "ls /etc/ssh", fmt.Sprintf("%s?offset=%d", raw, root.Start*512)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sshd_config") {
+		t.Fatalf("debugfs ls /etc/ssh: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "ssh_host_") {
+		t.Errorf("the compute image holds SSH host keys:\n%s", out)
 	}
 }
