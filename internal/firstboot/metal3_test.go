@@ -211,7 +211,7 @@ func TestHostProvision(t *testing.T) {
 	}
 	if id := bmhProvisioningID(ctx, dyn, "node-0"); id == "" {
 		t.Errorf("node-0's BareMetalHost names no Ironic node")
-	} else if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is `+regexp.QuoteMeta(id)+`.*`).Find(serial); line == nil {
+	} else if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).Find(serial); line == nil {
 		t.Errorf("node-0's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", id, command.Tail(string(serial), 30))
 	} else {
 		t.Logf("node-0's console: %s", strings.TrimSpace(string(line)))
