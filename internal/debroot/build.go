@@ -96,6 +96,14 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		DebCache: o.DebCache, Args: args, Epoch: o.Epoch}, root); err != nil {
 		return nil, err
 	}
+	if len(s.Placeholders) > 0 {
+		// mmdebstrap's file-mirror-automount hook leaves the mount points
+		// of the placeholder .debs in the root: empty files under a copy
+		// of this build's folder path, which differs every build.
+		if err := removeMountPoints(root, work); err != nil {
+			return nil, fmt.Errorf("debian root: %w", err)
+		}
+	}
 	installed, err := ListInstalled(ctx, root)
 	if err != nil {
 		return nil, err
@@ -127,6 +135,22 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		}
 	}
 	return installed, nil
+}
+
+// removeMountPoints removes dir (a folder of this machine) from inside
+// root, and then each of its parents inside root that is left empty.
+func removeMountPoints(root, dir string) error {
+	inside := filepath.Join(root, dir)
+	if err := SafeRemove(inside); err != nil {
+		return err
+	}
+	// The root's top folders (tmp, var, ...) stay, even when empty.
+	for p := filepath.Dir(inside); len(p) > len(root) && filepath.Dir(p) != filepath.Clean(root); p = filepath.Dir(p) {
+		if os.Remove(p) != nil { // not empty: it was the root's own
+			break
+		}
+	}
+	return nil
 }
 
 // applyPatches applies each patch (relative to dir) to root, in order.

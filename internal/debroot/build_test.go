@@ -2,6 +2,7 @@ package debroot
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,46 @@ func TestPlaceholder(t *testing.T) {
 	}
 	if filepath.Ext(deb) != ".deb" {
 		t.Errorf("placeholder file %s", deb)
+	}
+}
+
+// TestRemoveMountPoints removes the copy of a build folder's path that
+// mmdebstrap's automount hook leaves in a root, and the parents it left
+// empty, but none of the root's own folders.
+func TestRemoveMountPoints(t *testing.T) {
+	root := t.TempDir()
+	build := "/var/cache/bootstick/tmp/debroot-1/.placeholders-2"
+	for _, d := range []string{"var/cache/apt", "tmp", filepath.Join(build[1:])} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, build, "fio_99.0-bootstick_all.deb"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeMountPoints(root, build); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "var/cache/bootstick")); !os.IsNotExist(err) {
+		t.Errorf("var/cache/bootstick is still in the root (%v)", err)
+	}
+	for _, d := range []string{"var/cache/apt", "var/cache", "tmp"} {
+		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
+			t.Errorf("the root's own %s went: %v", d, err)
+		}
+	}
+	// A build folder right under one of the root's top folders: that
+	// folder stays even when it is left empty.
+	if err := os.MkdirAll(filepath.Join(root, "tmp/build/.placeholders-3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeMountPoints(root, "/tmp/build/.placeholders-3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp")); err != nil {
+		t.Errorf("the root's tmp went: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp/build")); !os.IsNotExist(err) {
+		t.Errorf("tmp/build is still in the root (%v)", err)
 	}
 }

@@ -278,3 +278,26 @@ func TestComputeImageHoldsNoHostKeys(t *testing.T) {
 		t.Errorf("the compute image holds SSH host keys:\n%s", out)
 	}
 }
+
+// TestDeployRamdiskHoldsNothingOfTheBuild lists the deploy ramdisk: no
+// path of the build machine's cache (mmdebstrap's mount points for the
+// placeholder packages) and no NVMe host identity made at install time,
+// which every host would share and which made each build differ.
+func TestDeployRamdiskHoldsNothingOfTheBuild(t *testing.T) {
+	tc, _ := realToolchain(t)
+	list := exec.Command("sh", "-c", `zstd -dc "$1" | cpio -t --quiet`, "sh", tc.File("ironic-python-agent.initramfs"))
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("listing the initramfs: %v", err)
+	}
+	if !strings.Contains(string(out), "usr/bin/ironic-python-agent") {
+		t.Fatalf("the initramfs holds no usr/bin/ironic-python-agent: is it the deploy ramdisk?")
+	}
+	cache := strings.TrimPrefix(cas.DefaultRoot(), "/")
+	for _, p := range strings.Split(string(out), "\n") {
+		p = strings.TrimPrefix(p, "./")
+		if strings.HasPrefix(p, cache) || p == "etc/nvme/hostid" || p == "etc/nvme/hostnqn" {
+			t.Errorf("the deploy ramdisk holds %s", p)
+		}
+	}
+}
