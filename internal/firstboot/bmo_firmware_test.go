@@ -39,15 +39,16 @@ const firmwarePathAvoided = "current ironic version does not support firmware up
 // again on every restart. The appliance's Ironic offers 1.83 (release
 // 22.0), which has all BMO needs (>= 1.81) and not the firmware API.
 //
-// One host with an ipmi BMC address and Ironic's no-firmware interface
-// goes registering → inspecting → provisioned through the real BMO and
-// Ironic of host mode, on Ironic's fake hardware with a fake agent
-// answering inspection. A new BMO then reconciles the host's
-// HostFirmwareComponents, takes the path and leaves it with an error; Ironic
-// and BMO stay Running with 0 restarts (for bmoSoak, 10 minutes under
-// `make e2e`). Last, the control: the same Ironic unpinned (its own API,
-// above 1.86) crashes BMO in GetFirmwareComponents, so the pin is what
-// keeps it running.
+// One host with an ipmi BMC address goes registering → inspecting →
+// provisioned through the real BMO and Ironic of host mode, on Ironic's
+// fake hardware with a fake agent answering inspection. The host's
+// HostFirmwareComponents gets a valid status (see below why BMO cannot
+// write one itself), and a new BMO reconciles it, takes the path and
+// leaves it with an error; Ironic and BMO stay Running with 0 restarts
+// (for bmoSoak, 10 minutes under `make e2e`). Last, the control: the same
+// Ironic unpinned (its own API, above 1.86), with the node's firmware
+// interface no-firmware, crashes BMO in GetFirmwareComponents, so the pin
+// is what keeps it running.
 func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	if testing.Short() {
 		t.Skip("brings up a real node with Ironic and the baremetal-operator on this host (root, make toolchain)")
@@ -78,8 +79,9 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		t.Fatalf("Ironic offers API %s, want 1.83 (pinned to release 22.0, below the firmware API 1.86)", v)
 	}
 	api := ironicAsBMO(t, ctx, c)
-	// Ironic's ipmi hardware type has no firmware interface but this one.
-	createFakeNode(t, ctx, api, name, map[string]any{"firmware_interface": "no-firmware"})
+	// API 1.83 has no firmware interfaces: BMO's way out of the path is
+	// its version check, before it looks at the node.
+	createFakeNode(t, ctx, api, name, nil)
 	actx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	fakeAgent(actx, api, map[string]string{name: mac})
@@ -93,7 +95,18 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	}
 	created := states[0].History.Register.Start.Time
 
-	// A new BMO reconciles every HostFirmwareComponents as it starts.
+	// BMO v0.6.0 never gets there by itself: its reconciler first writes
+	// the HostFirmwareComponents' status without the components that its
+	// own CRD requires, and that write fails (status.components: Required
+	// value), another defect of v0.6.0. A status that is already valid, as
+	// a newer CRD would let BMO write, takes it past that write to
+	// GetFirmwareComponents. A new BMO reconciles every
+	// HostFirmwareComponents as it starts.
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validFirmwareStatus(t, ctx, dyn, name)
 	restartBMO(t, ctx, c)
 	waitFor(t, ctx, 5*time.Minute, "BMO to take the firmware-components path", func() (bool, string) {
 		log := podLog(t, render.BMONamespace, "deploy/baremetal-operator", "")
@@ -148,14 +161,14 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	if minor, _ := strconv.Atoi(strings.TrimPrefix(v, "1.")); minor < 86 {
 		t.Fatalf("unpinned Ironic offers API %s, want 1.86 or newer", v)
 	}
-	// Ironic's database went with its pod: enroll the node again; the new
-	// BMO finds it by name and records its ID.
-	uuid := createFakeNode(t, ctx, api, name, map[string]any{"firmware_interface": "no-firmware"})
+	// Ironic's database went with its pod: enroll the node again, with
+	// the firmware interface of every ipmi host (Ironic's ipmi hardware
+	// type has no other; the field needs API 1.86); the new BMO finds it
+	// by name and records its ID.
+	api86 := *api
+	api86.version = "1.86"
+	uuid := createFakeNode(t, ctx, &api86, name, map[string]any{"firmware_interface": "no-firmware"})
 	restartBMO(t, ctx, c)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, ctx, 5*time.Minute, "the unpinned Ironic to crash BMO", func() (bool, string) {
 		w, err := c.DeploymentState(ctx, render.BMONamespace, "baremetal-operator")
 		if err != nil {
@@ -172,6 +185,32 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`(?m)^panic:.*$|^.*ironic\.\(\*ironicProvisioner\)\.GetFirmwareComponents.*$`).FindAllString(prev, 2); len(m) > 0 {
 		t.Logf("Ironic unpinned (API %s): BMO crashed:\n  %s", v, strings.Join(m, "\n  "))
+	}
+}
+
+// validFirmwareStatus writes a host's HostFirmwareComponents status as
+// BMO v0.6.0's reconciler computes it for a host without updates (Valid,
+// no change detected, no updates), with the components list its CRD
+// requires, so that the reconciler has nothing to write and goes on to
+// GetFirmwareComponents.
+func validFirmwareStatus(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string) {
+	t.Helper()
+	res := dyn.Resource(metal3.GroupVersion.WithResource("hostfirmwarecomponents")).Namespace(render.Namespace)
+	hfc, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("BMO made no HostFirmwareComponents for %s: %v", name, err)
+	}
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	cond := func(typ, status string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": "OK", "message": "",
+			"observedGeneration": hfc.GetGeneration(), "lastTransitionTime": now}
+	}
+	hfc.Object["status"] = map[string]any{
+		"updates": []any{}, "components": []any{}, "lastUpdated": now,
+		"conditions": []any{cond("Valid", "True"), cond("ChangeDetected", "False")},
+	}
+	if _, err := res.UpdateStatus(ctx, hfc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing the status of HostFirmwareComponents %s: %v", name, err)
 	}
 }
 

@@ -34,9 +34,11 @@ import (
 type ironicAPI struct {
 	base, user, password string
 	client               *http.Client
+	// version is the API version asked for; 1.81 (BMO's least) when empty.
+	version string
 }
 
-// do calls the API at version 1.81, or at the base version when path is
+// do calls the API at a's version, or at the base version when path is
 // the ramdisk's /v1/continue_inspection (as the ramdisk calls it).
 func (a *ironicAPI) do(ctx context.Context, method, path string, body any, out any) error {
 	var r io.Reader
@@ -54,7 +56,11 @@ func (a *ironicAPI) do(ctx context.Context, method, path string, body any, out a
 	req.SetBasicAuth(a.user, a.password)
 	req.Header.Set("Content-Type", "application/json")
 	if path != "/v1/continue_inspection" {
-		req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+		v := a.version
+		if v == "" {
+			v = "1.81"
+		}
+		req.Header.Set("X-OpenStack-Ironic-API-Version", v)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
