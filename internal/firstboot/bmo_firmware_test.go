@@ -2,7 +2,6 @@ package firstboot
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -134,14 +133,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		time.Since(created).Round(time.Second), name)
 
 	// firstboot status says the same.
-	sout, err := h.cmd("status", "--data", h.data, "--json").Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var rep status.Report
-	if err := json.Unmarshal(sout, &rep); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, sout)
-	}
+	rep, sout := h.statusJSON()
 	if rep.Cluster == nil {
 		t.Fatalf("firstboot status shows no cluster:\n%s", sout)
 	}

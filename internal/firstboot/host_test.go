@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,6 +49,21 @@ func (h *hostRun) cmd(args ...string) *exec.Cmd {
 
 func (h *hostRun) run() *exec.Cmd {
 	return h.cmd("run", "--mode", "host", "--bundle", filepath.Join(h.tc, "oci"), "--data", h.data)
+}
+
+// statusJSON runs firstboot status --json and returns the report and
+// what it printed.
+func (h *hostRun) statusJSON() (status.Report, []byte) {
+	h.t.Helper()
+	out, err := h.cmd("status", "--data", h.data, "--json").Output()
+	if err != nil {
+		h.t.Fatalf("status: %v", err)
+	}
+	var rep status.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		h.t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return rep, out
 }
 
 func (h *hostRun) state() *pipeline.State {

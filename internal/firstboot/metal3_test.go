@@ -218,14 +218,7 @@ func TestHostProvision(t *testing.T) {
 	}
 
 	// Status: each host's state, time in it, and the faults in words.
-	sout, err := h.cmd("status", "--data", h.data, "--json").Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var rep status.Report
-	if err := json.Unmarshal(sout, &rep); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, sout)
-	}
+	rep, sout := h.statusJSON()
 	byName := map[string]status.Host{}
 	for _, hs := range rep.Hosts {
 		byName[hs.Name] = hs
