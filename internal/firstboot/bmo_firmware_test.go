@@ -53,6 +53,8 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		t.Skip("brings up a real node with Ironic and the baremetal-operator on this host (root, make toolchain)")
 	}
 	tc := toolchainDir(t)
+	// The appliance as the stick brings it: mkusb's ISO is the bundle.
+	iso := buildStickISO(t)
 	h := newHostRun(t, tc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute+bmoSoak)
 	defer cancel()
@@ -69,7 +71,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		Image: vsite.SiteImage{
 			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 			Checksum: sum.Hex(), Format: "qcow2"}})
-	runToSite(t, h, sitePath)
+	runToSite(t, h, iso, sitePath)
 	c, err := kube.Load(adminConf)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	actx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	fakeAgent(actx, api, map[string]string{name: mac})
-	runToEnd(t, h, sitePath)
+	runToEnd(t, h, iso, sitePath)
 	states, err := c.HostStates(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +95,8 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		t.Fatalf("want %s inspected and provisioned, got %+v", name, states)
 	}
 	created := states[0].History.Register.Start.Time
+	// The BMO that provisioned the host ran without a restart too.
+	runningUnrestarted(t, ctx, c)
 
 	// BMO v0.6.0 never gets there by itself: its reconciler first writes
 	// the HostFirmwareComponents' status without the components that its
@@ -117,16 +121,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	}
 	soakUntil := time.Now().Add(bmoSoak)
 	waitFor(t, ctx, bmoSoak+time.Minute, "the soak to end", func() (bool, string) {
-		for _, d := range []struct{ ns, name string }{{render.IronicNamespace, "ironic"}, {render.BMONamespace, "baremetal-operator"}} {
-			w, err := c.DeploymentState(ctx, d.ns, d.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !w.Ready || w.Restarts != 0 {
-				t.Fatalf("%s/%s with Ironic pinned: ready %v, %d restarts (%s)\n%s", d.ns, d.name, w.Ready, w.Restarts, w.Detail,
-					command.Tail(podLog(t, d.ns, "deploy/"+d.name, map[string]string{"ironic": "ironic"}[d.name]), 30))
-			}
-		}
+		runningUnrestarted(t, ctx, c)
 		return !time.Now().Before(soakUntil), fmt.Sprintf("%s to go", time.Until(soakUntil).Round(time.Second))
 	})
 	t.Logf("Ironic and BMO Running and ready with 0 restarts, %s after %s's BareMetalHost was created",
@@ -177,6 +172,23 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`(?m)^panic:.*$|^.*ironic\.\(\*ironicProvisioner\)\.GetFirmwareComponents.*$`).FindAllString(prev, 2); len(m) > 0 {
 		t.Logf("Ironic unpinned (API %s): BMO crashed:\n  %s", v, strings.Join(m, "\n  "))
+	}
+}
+
+// runningUnrestarted fails the test unless Ironic and BMO are ready and
+// their containers never restarted.
+func runningUnrestarted(t *testing.T, ctx context.Context, c *kube.Client) {
+	t.Helper()
+	for _, d := range []struct{ ns, name, container string }{
+		{render.IronicNamespace, "ironic", "ironic"}, {render.BMONamespace, "baremetal-operator", ""}} {
+		w, err := c.DeploymentState(ctx, d.ns, d.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.Ready || w.Restarts != 0 {
+			t.Fatalf("%s/%s with Ironic pinned: ready %v, %d restarts (%s)\n%s", d.ns, d.name, w.Ready, w.Restarts, w.Detail,
+				command.Tail(podLog(t, d.ns, "deploy/"+d.name, d.container), 30))
+		}
 	}
 }
 

@@ -188,7 +188,7 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 		Image: vsite.SiteImage{
 			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 			Checksum: sum.Hex(), Format: "qcow2"}})
-	runToSite(b, h, sitePath)
+	runToSite(b, h, h.tc+"/oci", sitePath)
 	c, err := kube.Load(adminConf)
 	if err != nil {
 		b.Fatal(err)
@@ -219,7 +219,7 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 	answered := fakeAgent(actx, api, macs)
 
 	busy0, total0 := cpuBusy()
-	out := runToEnd(b, h, sitePath)
+	out := runToEnd(b, h, h.tc+"/oci", sitePath)
 	busy1, total1 := cpuBusy()
 	stopAgent()
 	res := scaleResult{states: map[string][]time.Duration{}, agent: <-answered,
@@ -325,12 +325,13 @@ func or(v, def string) string {
 	return v
 }
 
-// runToSite runs firstboot in host mode with the site up to its site step
+// runToSite runs firstboot in host mode from bundle (a stick's ISO or an
+// OCI layout) with the site up to its site step
 // (held there by the test-only pause) and kills it there: the cluster,
 // Ironic and BMO run, and no BareMetalHost exists yet.
-func runToSite(t testing.TB, h *hostRun, sitePath string) {
+func runToSite(t testing.TB, h *hostRun, bundle, sitePath string) {
 	t.Helper()
-	cmd := h.cmd("run", "--mode", "host", "--bundle", h.tc+"/oci", "--data", h.data, "--site", sitePath)
+	cmd := h.cmd("run", "--mode", "host", "--bundle", bundle, "--data", h.data, "--site", sitePath)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Env = append(cmd.Env, "BOOTSTICK_TEST_PAUSE_STEP=site")
@@ -356,11 +357,11 @@ func runToSite(t testing.TB, h *hostRun, sitePath string) {
 	<-exited
 }
 
-// runToEnd runs firstboot in host mode with the site to its end and
-// returns what it printed.
-func runToEnd(t testing.TB, h *hostRun, sitePath string) string {
+// runToEnd runs firstboot in host mode from bundle with the site to its
+// end and returns what it printed.
+func runToEnd(t testing.TB, h *hostRun, bundle, sitePath string) string {
 	t.Helper()
-	out, err := h.cmd("run", "--mode", "host", "--bundle", h.tc+"/oci", "--data", h.data, "--site", sitePath).CombinedOutput()
+	out, err := h.cmd("run", "--mode", "host", "--bundle", bundle, "--data", h.data, "--site", sitePath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
 	}
