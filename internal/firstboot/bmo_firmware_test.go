@@ -3,7 +3,6 @@ package firstboot
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -164,7 +163,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		return w.Restarts > 0, fmt.Sprintf("BareMetalHost's Ironic node %s (the new one is %s), BMO %d restarts",
 			bmhProvisioningID(ctx, dyn, name), uuid, w.Restarts)
 	})
-	prev := previousPodLog(t, render.BMONamespace, "deploy/baremetal-operator")
+	prev := podLog(t, render.BMONamespace, "deploy/baremetal-operator", "", "--previous")
 	for _, want := range []string{"nil pointer dereference", "GetFirmwareComponents"} {
 		if !strings.Contains(prev, want) {
 			t.Errorf("BMO restarted without %q in its last log:\n%s", want, command.Tail(prev, 30))
@@ -266,12 +265,4 @@ func bmhProvisioningID(ctx context.Context, dyn dynamic.Interface, name string) 
 	}
 	id, _, _ := unstructured.NestedString(u.Object, "status", "provisioning", "ID")
 	return id
-}
-
-// previousPodLog is the log of the last container a workload's pod ran
-// before it restarted.
-func previousPodLog(t *testing.T, ns, what string) string {
-	out, _ := exec.Command(filepath.Join(cas.DefaultRoot(), "toolchain", "current", "bin", "kubectl"),
-		"--kubeconfig", adminConf, "-n", ns, "logs", "--previous", what).CombinedOutput()
-	return string(out)
 }

@@ -483,8 +483,10 @@ func ironicLog(t *testing.T) string {
 	return podLog(t, render.IronicNamespace, "deploy/ironic", "ironic")
 }
 
-func podLog(t *testing.T, ns, what, container string) string {
-	args := []string{"--kubeconfig", adminConf, "-n", ns, "logs", what}
+// podLog is a workload's log (kubectl logs), of one container when
+// container is set, with more of kubectl's flags (--previous).
+func podLog(t *testing.T, ns, what, container string, flags ...string) string {
+	args := append([]string{"--kubeconfig", adminConf, "-n", ns, "logs", what}, flags...)
 	if container != "" {
 		args = append(args, "-c", container)
 	}
