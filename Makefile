@@ -40,18 +40,18 @@ toolchain: deps $(MKUSB)
 iso: deps toolchain $(FIRSTBOOT)
 	$(MKUSB) build --cache $(CACHE) --output $(OUT)/bootstick.iso
 
-# Every tier: unit, real etcd and kube-apiserver, real kubeadm on this host
-# and the virtual hosts of the host-mode journeys; then the four-mode smoke
-# boot of the ISO in QEMU, not beside the journeys' TCG guests (twice its
-# guest kernel crashed under that load); then, alone on the machine (a TCG
-# guest needs both cores), qemu-test's scenario 1: the real stick cold booted
-# in QEMU through a whole first boot (about 20 minutes under TCG).
-# Integration tests read the toolchain from $(CACHE). `make e2e` runs the
-# other scenarios.
+# Every test, in tiers (.ci/test-tiers), one line per tier with its time:
+# first it clears what an earlier, killed run left (and says so); then the
+# unit and API tier (real etcd and kube-apiserver, the real toolchain) in
+# parallel; then the journeys one package at a time, each with its own
+# -timeout, since a TCG guest needs both cores: the virtual site's BMC,
+# the compute image's BIOS and UEFI boots, host mode (Journey A, the
+# application cluster, the firmware test, kind mode), the four-mode smoke
+# boot, and qemu-test's scenario 1 (the real stick cold booted in QEMU
+# through a whole first boot). Integration tests read the toolchain from
+# $(CACHE). `make e2e` runs the other scenarios.
 test: deps toolchain
-	$(GOTEST) -timeout 60m $$($(GO) list ./... | grep -v '/qemu-test\|/internal/qemu$$')
-	$(GOTEST) -timeout 30m ./internal/qemu/
-	$(GOTEST) -v -timeout 50m ./qemu-test/...
+	GO=$(GO) OUT=$(OUT) bash .ci/test-tiers
 
 # Unit tests only: no toolchain, no root, no network.
 test-short:

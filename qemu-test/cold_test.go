@@ -16,6 +16,7 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 
 	"github.com/bootstick/bootstick/internal/qemu"
+	"github.com/bootstick/bootstick/internal/testctx"
 )
 
 // ColdMode is the boot mode of scenario 1 in `make test`: what a user
@@ -68,16 +69,13 @@ func TestColdBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots the real stick in QEMU under TCG through a whole first boot (tens of minutes): integration tier")
 	}
-	// Inside the test binary's -timeout, with time left to print the
-	// diagnosis; the e2e reboot adds its own budget.
+	// The e2e reboot adds its own budget; testctx keeps the whole inside
+	// the test binary's -timeout, with time left to print the diagnosis.
 	budget := 75 * time.Minute
 	if afterCold != nil {
 		budget += firstbootBudget
 	}
-	if dl, ok := t.Deadline(); ok {
-		budget = min(budget, time.Until(dl)-3*time.Minute)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	ctx, cancel := testctx.New(t, budget)
 	defer cancel()
 	s := stickFor(t, ctx)
 	run := NewRun(t, "cold")

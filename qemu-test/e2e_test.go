@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/status"
+	"github.com/bootstick/bootstick/internal/testctx"
 )
 
 // The steps that change the cluster: a reboot must find each done and run
@@ -77,7 +78,7 @@ func TestPowerCutDuringKubeadmInit(t *testing.T) {
 }
 
 func powerCutAt(t *testing.T, moment, test string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
+	ctx, cancel := testctx.New(t, 110*time.Minute)
 	defer cancel()
 	s := stickFor(t, ctx)
 	run := NewRun(t, "powercut-"+moment)
@@ -142,7 +143,7 @@ func stepState(steps []status.StepReport, name string) string {
 // under BIOS and UEFI, to firstboot.service, and answers SSH on the
 // restricted network. (Scenario 1 takes ColdMode all the way.)
 func TestBootModes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	ctx, cancel := testctx.New(t, 60*time.Minute)
 	defer cancel()
 	s := stickFor(t, ctx)
 	for _, mode := range Modes {

@@ -3,7 +3,6 @@
 package qemutest
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/status"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -41,7 +41,7 @@ const (
 // disk, and takes an SSH login with the harness's key (the site's
 // sshAuthorizedKeys) whose hostname and address match the site.
 func TestProvisionFromStick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), jbBudget)
+	ctx, cancel := testctx.New(t, jbBudget)
 	defer cancel()
 	node := vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:08:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "e2e-bmc-" + fmt.Sprint(time.Now().UnixNano()%1e6)}
 	vs, err := vsite.Start(ctx, vsite.Options{

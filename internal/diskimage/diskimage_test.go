@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/qemu"
+	"github.com/bootstick/bootstick/internal/testctx"
 )
 
 // TestLayout builds an image of a small root and reads it back: a GPT with
@@ -133,7 +134,7 @@ func TestComputeImageBoots(t *testing.T) {
 			if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image, disk).CombinedOutput(); err != nil {
 				t.Fatalf("qemu-img: %v\n%s", err, out)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			ctx, cancel := testctx.New(t, 8*time.Minute)
 			defer cancel()
 			vm, err := qemu.Start(ctx, qemu.Options{Dir: dir, Firmware: fw, Disk: disk, MemoryMiB: 1024, CPUs: 1})
 			if err != nil {

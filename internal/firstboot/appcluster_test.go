@@ -23,6 +23,7 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -41,10 +42,13 @@ func TestAppCluster(t *testing.T) {
 	tc := toolchainDir(t)
 	iso := buildStickISO(t)
 	h := newHostRun(t, tc)
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	ctx, cancel := testctx.New(t, 80*time.Minute)
 	defer cancel()
 
-	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)}}
+	// Two vCPUs: a control plane on one emulated CPU (TCG, no KVM) ran at
+	// load 6 to 9, and etcd timed its requests out during kubeadm init.
+	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6),
+		CPUs: controlPlaneCPUs}}
 	vs := startSite(t, ctx, machines)
 	const cluster = "edge"
 	sitePath := writeSite(t, vs, vsite.SiteConfig{
@@ -88,7 +92,7 @@ func TestAppCluster(t *testing.T) {
 	}
 	t.Logf("killed the BPA during node-0's install phase")
 
-	p = waitClusterReady(t, ctx, kubectl, cluster)
+	p = waitClusterReady(t, ctx, kubectl, cluster, h.data, []appHost{{"node-0", m3HostIP}})
 	n0 := p.Status.Hosts[0]
 	if n0.State != bpa.HostReady || n0.Error != "" {
 		t.Errorf("node-0: %s", describe(p))
@@ -199,7 +203,7 @@ func TestAppCluster(t *testing.T) {
 	events, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "get", "events", "-A", "-o", "json").Output()
 	runLog, _ := os.ReadFile(logPath)
 	texts := map[string]string{
-		"the BPA's log": podLog(t, "bpa-system", "deploy/bpa-operator", ""), "firstboot's log": string(runLog),
+		"the BPA's log": podLog("bpa-system", "deploy/bpa-operator", ""), "firstboot's log": string(runLog),
 		"the Provisioning's status": string(statusJSON), "events": string(events),
 	}
 	secrets := map[string]string{
@@ -214,6 +218,10 @@ func TestAppCluster(t *testing.T) {
 		}
 	}
 }
+
+// controlPlaneCPUs is the vCPU count of a test host that runs the
+// application cluster's control plane.
+const controlPlaneCPUs = 2
 
 // getProvisioning reads the cluster's Provisioning with kubectl.
 func getProvisioning(ctx context.Context, kubectl, cluster string) (*bpa.Provisioning, error) {
@@ -242,20 +250,117 @@ func describe(p *bpa.Provisioning) string {
 	return string(b)
 }
 
+// appHost is a host of the application cluster, which the test looks
+// into over SSH: its load while kubeadm runs, and its own logs when a wait
+// fails.
+type appHost struct{ name, ip string }
+
 // waitClusterReady waits until the Provisioning's ClusterReady is True.
-func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster string) *bpa.Provisioning {
+// While a host's init or join phase runs, it reads the host's load
+// average every 30 s and logs the highest it saw. When it gives up, it
+// shows each host's phase and state (the Provisioning's status), the
+// BPA's log, and each host's own view: its load, kubeadm's log and the
+// kubelet's.
+func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster, data string, hosts []appHost) *bpa.Provisioning {
 	t.Helper()
 	var p *bpa.Provisioning
-	waitFor(t, ctx, 50*time.Minute, "the application cluster Ready", func() (bool, string) {
+	load := map[string]*loadSamples{}
+	var lastSample time.Time
+	logs := func() string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "the BPA:\n%s\n", command.Tail(podLog("bpa-system", "deploy/bpa-operator", ""), 25))
+		for _, h := range hosts {
+			fmt.Fprintf(&b, "%s (%s), as it sees itself:\n%s\n", h.name, h.ip, hostView(data, h))
+		}
+		return b.String()
+	}
+	waitForThen(t, ctx, 50*time.Minute, "the application cluster Ready", func() (bool, string) {
 		var err error
 		p, err = getProvisioning(ctx, kubectl, cluster)
 		if err != nil {
 			return false, err.Error()
 		}
+		if time.Since(lastSample) > 30*time.Second {
+			lastSample = time.Now()
+			for _, h := range hosts {
+				if hs := hostStatus(p, h.name); hs != nil && kubeadmRunning(*hs) {
+					if load[h.name] == nil {
+						load[h.name] = &loadSamples{}
+					}
+					load[h.name].sample(data, h)
+				}
+			}
+		}
 		c := meta.FindStatusCondition(p.Status.Conditions, bpacontroller.ConditionClusterReady)
 		return c != nil && c.Status == "True", describe(p)
-	})
+	}, logs)
+	for _, h := range hosts {
+		if l := load[h.name]; l != nil {
+			t.Logf("%s's load average while kubeadm ran (%d samples, 30 s apart): 1-minute highest %.2f, mean %.2f; 5-minute highest %.2f", h.name, l.n, l.max1, l.sum1/float64(max(l.n, 1)), l.max5)
+		}
+	}
 	return p
+}
+
+// hostStatus is the Provisioning's status of one host.
+func hostStatus(p *bpa.Provisioning, name string) *bpa.HostStatus {
+	for i := range p.Status.Hosts {
+		if p.Status.Hosts[i].Name == name {
+			return &p.Status.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// kubeadmRunning: the host's init or join phase has started, not ended.
+func kubeadmRunning(h bpa.HostStatus) bool {
+	for _, name := range []string{bpa.PhaseInit, bpa.PhaseJoin} {
+		if ph := phase(h, name); ph != nil && ph.Finished == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// loadSamples are a host's load averages, read from /proc/loadavg.
+type loadSamples struct {
+	n                int
+	max1, sum1, max5 float64
+}
+
+func (l *loadSamples) sample(data string, h appHost) {
+	c, err := sshDial(data, h.name, h.ip)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	out, err := sshOutput(c, "cat /proc/loadavg")
+	var l1, l5 float64
+	if err != nil {
+		return
+	}
+	if _, err := fmt.Sscan(out, &l1, &l5); err != nil {
+		return
+	}
+	l.n++
+	l.sum1 += l1
+	l.max1, l.max5 = max(l.max1, l1), max(l.max5, l5)
+}
+
+// hostView is what a host says of itself over SSH: its load, the end of
+// kubeadm's log (the BPA's init script writes it) and the kubelet's.
+func hostView(data string, h appHost) string {
+	c, err := sshDial(data, h.name, h.ip)
+	if err != nil {
+		return "  (no SSH login: " + err.Error() + ")"
+	}
+	defer c.Close()
+	out, err := sshOutput(c, "echo load: $(cat /proc/loadavg); echo kubeadm:; tail -n 20 /var/log/bootstick-kubeadm-*.log 2>&1; "+
+		"echo kubelet:; journalctl -u kubelet --no-pager -n 15 2>&1; echo containers:; crictl ps -a 2>&1 | tail -n 15")
+	if err != nil {
+		out += "\n(" + err.Error() + ")"
+	}
+	return command.Tail(command.Redact(out), 70)
 }
 
 // phaseTable logs a host's phases, provisioned to Ready, and fails

@@ -3,7 +3,6 @@
 package firstboot
 
 import (
-	"context"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -24,10 +24,10 @@ func TestAppClusterTwo(t *testing.T) {
 	tc := toolchainDir(t)
 	iso := buildStickISO(t)
 	h := newHostRun(t, tc)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
+	ctx, cancel := testctx.New(t, 100*time.Minute)
 	defer cancel()
 	machines := []vsite.Machine{
-		{Name: "node-a", MAC: "52:54:00:b0:0a:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)},
+		{Name: "node-a", MAC: "52:54:00:b0:0a:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6), CPUs: controlPlaneCPUs},
 		{Name: "node-b", MAC: "52:54:00:b0:0a:11", BMCPort: 6231, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)},
 	}
 	vs := startSite(t, ctx, machines)
@@ -42,7 +42,7 @@ func TestAppClusterTwo(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, command.Tail(string(out), 40))
 	}
 	kubectl := filepath.Join(tc, "bin", "kubectl")
-	p := waitClusterReady(t, ctx, kubectl, cluster)
+	p := waitClusterReady(t, ctx, kubectl, cluster, h.data, []appHost{{"node-a", "172.22.0.60"}, {"node-b", "172.22.0.61"}})
 	for _, hs := range p.Status.Hosts {
 		made := bpa.PhaseJoin
 		if hs.Name == "node-a" {

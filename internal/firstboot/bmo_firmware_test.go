@@ -20,6 +20,7 @@ import (
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/status"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -55,7 +56,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	// The appliance as the stick brings it: mkusb's ISO is the bundle.
 	iso := buildStickISO(t)
 	h := newHostRun(t, tc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute+bmoSoak)
+	ctx, cancel := testctx.New(t, 30*time.Minute+bmoSoak)
 	defer cancel()
 	vs := startSite(t, ctx, nil)
 
@@ -111,7 +112,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	validFirmwareStatus(t, ctx, dyn, name)
 	restartBMO(t, ctx, c)
 	waitFor(t, ctx, 5*time.Minute, "BMO to take the firmware-components path", func() (bool, string) {
-		log := podLog(t, render.BMONamespace, "deploy/baremetal-operator", "")
+		log := podLog(render.BMONamespace, "deploy/baremetal-operator", "")
 		return strings.Contains(log, firmwarePathAvoided), command.Tail(log, 3)
 	})
 	t.Logf("BMO took GetFirmwareComponents for %s and left it with %q", name, firmwarePathAvoided)
@@ -163,7 +164,7 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		return w.Restarts > 0, fmt.Sprintf("BareMetalHost's Ironic node %s (the new one is %s), BMO %d restarts",
 			bmhProvisioningID(ctx, dyn, name), uuid, w.Restarts)
 	})
-	prev := podLog(t, render.BMONamespace, "deploy/baremetal-operator", "", "--previous")
+	prev := podLog(render.BMONamespace, "deploy/baremetal-operator", "", "--previous")
 	for _, want := range []string{"nil pointer dereference", "GetFirmwareComponents"} {
 		if !strings.Contains(prev, want) {
 			t.Errorf("BMO restarted without %q in its last log:\n%s", want, command.Tail(prev, 30))
@@ -186,7 +187,7 @@ func runningUnrestarted(t *testing.T, ctx context.Context, c *kube.Client) {
 		}
 		if !w.Ready || w.Restarts != 0 {
 			t.Fatalf("%s/%s with Ironic pinned: ready %v, %d restarts (%s)\n%s", d.ns, d.name, w.Ready, w.Restarts, w.Detail,
-				command.Tail(podLog(t, d.ns, "deploy/"+d.name, d.container), 30))
+				command.Tail(podLog(d.ns, "deploy/"+d.name, d.container), 30))
 		}
 	}
 }

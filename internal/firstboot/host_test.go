@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,12 +38,23 @@ type hostRun struct {
 	bin  string
 	tc   string
 	data string
+	// ctx ends every firstboot command before go test's -timeout
+	// (testctx), so a stuck run fails in words and the reset still runs.
+	ctx context.Context
 }
 
 func (h *hostRun) cmd(args ...string) *exec.Cmd {
+	return firstbootCmd(h.ctx, h.bin, args...)
+}
+
+// firstbootCmd runs firstboot until ctx ends; then it gets SIGTERM, as
+// systemd would stop it, and is killed if it is not gone in 30 s.
+func firstbootCmd(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	// PATH as a clean host has it: firstboot finds kubeadm, kubelet and
 	// kubectl in the toolchain itself, and hands kubeadm kubelet's folder.
-	cmd := exec.Command(h.bin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	cmd.Env = os.Environ()
 	return cmd
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/status"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -68,7 +69,7 @@ func TestHostProvision(t *testing.T) {
 		}
 	}
 	h := newHostRun(t, tc)
-	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
+	ctx, cancel := testctx.New(t, 75*time.Minute)
 	defer cancel()
 
 	pw := func() string { return "bmc-" + randomHex(t, 6) }
@@ -170,7 +171,7 @@ func TestHostProvision(t *testing.T) {
 	})
 	out := readLog(secondLog)
 	if runErr != nil {
-		t.Fatalf("the second run: %v\n%s\nIronic:\n%s", runErr, command.Tail(out, 40), command.Tail(ironicLog(t), 30))
+		t.Fatalf("the second run: %v\n%s\nIronic:\n%s", runErr, command.Tail(out, 40), command.Tail(ironicLog(), 30))
 	}
 	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
 		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
@@ -262,8 +263,8 @@ func TestHostProvision(t *testing.T) {
 	for _, m := range machines {
 		secrets[m.Name+"'s BMC password"] = m.BMCPassword
 	}
-	texts := map[string]string{"status --json": string(sout), "status": string(human), "Ironic's log": ironicLog(t),
-		"BMO's log": podLog(t, render.BMONamespace, "deploy/baremetal-operator", "")}
+	texts := map[string]string{"status --json": string(sout), "status": string(human), "Ironic's log": ironicLog(),
+		"BMO's log": podLog(render.BMONamespace, "deploy/baremetal-operator", "")}
 	for _, p := range outputs {
 		texts[p] = readLog(p)
 	}
@@ -371,11 +372,26 @@ func historyTable(t *testing.T, name string, h metal3.OperationHistory) {
 	t.Log(b.String())
 }
 
-// waitFor polls cond every 2 s until it holds or timeout; what names the
-// wait, and cond's second result is shown when it times out.
+// waitFor polls cond every 2 s until it holds; what names the wait. It
+// gives up after timeout or when ctx ends (the test's deadline, from
+// testctx), whichever comes first, and fails in words: how long it waited
+// and why it stopped, cond's last word, and the tails of Ironic's and
+// BMO's logs.
 func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	waitForThen(t, ctx, timeout, what, cond, metal3Logs)
+}
+
+// metal3Logs are the last lines of Ironic's and BMO's logs.
+func metal3Logs() string {
+	return "Ironic:\n" + command.Tail(ironicLog(), 25) + "\nBMO:\n" + command.Tail(podLog(render.BMONamespace, "deploy/baremetal-operator", ""), 25)
+}
+
+// waitForThen is waitFor with the logs a failure shows.
+func waitForThen(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() (bool, string), logs func() string) {
+	t.Helper()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -385,9 +401,12 @@ func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what stri
 			return
 		}
 		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting %v for %s (last: %s)\nIronic:\n%s\nBMO:\n%s", timeout, what, last,
-				command.Tail(ironicLog(t), 25), command.Tail(podLog(t, render.BMONamespace, "deploy/baremetal-operator", ""), 25))
+		case <-wctx.Done():
+			why := fmt.Sprintf("its limit is %s", timeout)
+			if ctx.Err() != nil {
+				why = "the test's own deadline came first (testctx: go test's -timeout is near)"
+			}
+			t.Fatalf("gave up waiting for %s after %s: %s\nlast: %s\n%s", what, time.Since(start).Round(time.Second), why, last, logs())
 		case <-tick.C:
 		}
 	}
@@ -416,28 +435,10 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 // hostname and ip addr.
 func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string) (string, string) {
 	t.Helper()
-	keyPEM, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.PrivateKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostPub, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.HostKeysDir, name, sshkeys.PublicKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostKey, _, _, _, err := ssh.ParseAuthorizedKey(hostPub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}, Timeout: 10 * time.Second}
 	var client *ssh.Client
 	var lastErr error
 	waitFor(t, ctx, 15*time.Minute, "an SSH login to "+ip, func() (bool, string) {
-		client, lastErr = ssh.Dial("tcp", net.JoinHostPort(ip, "22"), cfg)
+		client, lastErr = sshDial(data, name, ip)
 		if lastErr != nil {
 			serialLog, _ := os.ReadFile(serial)
 			return false, lastErr.Error() + "\nconsole:\n" + command.Tail(string(serialLog), 20)
@@ -446,18 +447,52 @@ func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string) (s
 	})
 	defer client.Close()
 	run := func(cmd string) string {
-		sess, err := client.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sess.Close()
-		out, err := sess.CombinedOutput(cmd)
+		out, err := sshOutput(client, cmd)
 		if err != nil {
 			t.Fatalf("ssh %s %q: %v\n%s", ip, cmd, err, out)
 		}
-		return strings.TrimSpace(string(out))
+		return out
 	}
 	return run("hostname"), run("ip -o addr")
+}
+
+// sshDial logs in to the host as root with firstboot's key, accepting only
+// the host key firstboot made for it.
+func sshDial(data, name, ip string) (*ssh.Client, error) {
+	keyPEM, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.PrivateKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	hostPub, err := os.ReadFile(filepath.Join(data, "ssh", sshkeys.HostKeysDir, name, sshkeys.PublicKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey(hostPub)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}, Timeout: 10 * time.Second}
+	return ssh.Dial("tcp", net.JoinHostPort(ip, "22"), cfg)
+}
+
+// sshOutput runs cmd in a new session and returns its standard output.
+func sshOutput(client *ssh.Client, cmd string) (string, error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer sess.Close()
+	var stdout, stderr strings.Builder
+	sess.Stdout, sess.Stderr = &stdout, &stderr
+	if err := sess.Run(cmd); err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
 }
 
 // ironicMaxVersion is the newest API version Ironic offers.
@@ -479,14 +514,15 @@ func ironicMaxVersion(t *testing.T) string {
 	return root.DefaultVersion.Version
 }
 
-func ironicLog(t *testing.T) string {
-	return podLog(t, render.IronicNamespace, "deploy/ironic", "ironic")
+func ironicLog() string {
+	return podLog(render.IronicNamespace, "deploy/ironic", "ironic")
 }
 
 // podLog is a workload's log (kubectl logs), of one container when
-// container is set, with more of kubectl's flags (--previous).
-func podLog(t *testing.T, ns, what, container string, flags ...string) string {
-	args := append([]string{"--kubeconfig", adminConf, "-n", ns, "logs", what}, flags...)
+// container is set, with more of kubectl's flags (--previous). It gives
+// up after 30 s: a failing test's cluster may not answer.
+func podLog(ns, what, container string, flags ...string) string {
+	args := append([]string{"--kubeconfig", adminConf, "--request-timeout", "30s", "-n", ns, "logs", what}, flags...)
 	if container != "" {
 		args = append(args, "-c", container)
 	}
@@ -508,8 +544,19 @@ func newHostRun(t testing.TB, tc string) *hostRun {
 	t.Helper()
 	hostModeLock(t)
 	h := &hostRun{t: t, bin: buildFirstboot(t), tc: tc, data: "/var/lib/bootstick-test"}
+	ctx, cancel := context.WithCancel(context.Background()) // a benchmark (testing.B) has no deadline
+	if tt, ok := t.(testctx.T); ok {
+		cancel()
+		ctx, cancel = testctx.New(tt, 24*time.Hour)
+	}
+	h.ctx = ctx
 	t.Cleanup(func() {
-		out, err := h.cmd("reset", "--data", h.data).CombinedOutput()
+		cancel()
+		// The reset has a context of its own: the test's has ended. It
+		// fits in testctx.Reserve.
+		rctx, rcancel := context.WithTimeout(context.Background(), testctx.Reserve-time.Minute)
+		defer rcancel()
+		out, err := firstbootCmd(rctx, h.bin, "reset", "--data", h.data).CombinedOutput()
 		if err != nil {
 			t.Errorf("reset: %v\n%s", err, out)
 		}

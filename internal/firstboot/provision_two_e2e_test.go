@@ -3,7 +3,6 @@
 package firstboot
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -25,7 +25,7 @@ func TestHostProvisionTwo(t *testing.T) {
 	tc := toolchainDir(t)
 	files := filepath.Join(filepath.Dir(filepath.Join(tc, "oci")), "files")
 	h := newHostRun(t, tc)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	ctx, cancel := testctx.New(t, 60*time.Minute)
 	defer cancel()
 	machines := []vsite.Machine{
 		{Name: "node-a", MAC: "52:54:00:b0:09:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6)},

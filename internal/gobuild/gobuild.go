@@ -227,9 +227,9 @@ func wrapperGoMod(ctx context.Context, goCmd string, r *recipes.GoRecipe, workDi
 	} else {
 		// `go mod download` of one module needs no main module; run it
 		// in workDir before go.mod exists there.
-		out, err := run(ctx, RecipeEnv(r), goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
+		js, out, err := output(ctx, RecipeEnv(r), goCmd, workDir, "mod", "download", "-json", r.Module+"@"+r.Version)
 		var info downloadInfo
-		if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
+		if jerr := json.Unmarshal([]byte(js), &info); jerr == nil && info.Error != "" {
 			return fail("", fmt.Errorf("the module proxy refused it: %s", info.Error))
 		}
 		if err != nil {
@@ -325,13 +325,13 @@ func countDeps(ctx context.Context, env []string, goCmd, dir string, modMod bool
 		args = append(args, "-mod=mod")
 	}
 	args = append(append(args, "-deps", "-f", "{{.ImportPath}}"), pkgs...)
-	out, err := run(ctx, env, goCmd, dir, args...)
+	list, out, err := output(ctx, env, goCmd, dir, args...)
 	if err != nil {
 		return 0, fmt.Errorf("listing the packages to build: %w\n%s", err, tail(out, 15))
 	}
 	n := 0
-	for _, l := range strings.Split(out, "\n") {
-		if l != "" && !strings.HasPrefix(l, "go: ") {
+	for _, l := range strings.Split(list, "\n") {
+		if l != "" {
 			n++
 		}
 	}
@@ -372,25 +372,25 @@ func runLines(ctx context.Context, env []string, goCmd, dir string, onLine func(
 }
 
 func run(ctx context.Context, env []string, goCmd, dir string, args ...string) (string, error) {
+	_, all, err := output(ctx, env, goCmd, dir, args...)
+	return all, err
+}
+
+// output runs the go command and returns its standard output alone (the
+// JSON or list asked for, never go's "go: downloading" chatter on standard
+// error), and the whole output for an error's tail.
+func output(ctx context.Context, env []string, goCmd, dir string, args ...string) (stdout, all string, err error) {
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var b bytes.Buffer
-	cmd.Stdout = &b
+	var o, b bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&o, &b)
 	cmd.Stderr = &b
-	err := cmd.Run()
+	err = cmd.Run()
 	if ctx.Err() != nil {
-		return b.String(), ctx.Err()
+		err = ctx.Err()
 	}
-	return b.String(), err
-}
-
-// jsonPart drops the "go: downloading" lines go may print before its JSON.
-func jsonPart(s string) string {
-	if i := strings.Index(s, "{"); i >= 0 {
-		return s[i:]
-	}
-	return s
+	return o.String(), b.String(), err
 }
 
 // tail keeps the last n lines of the go command's output, without its
@@ -414,9 +414,9 @@ func ModuleDir(ctx context.Context, goCmd, modVersion string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	out, err := run(ctx, Env(), goCmd, work, "mod", "download", "-json", modVersion)
+	js, out, err := output(ctx, Env(), goCmd, work, "mod", "download", "-json", modVersion)
 	var info downloadInfo
-	if jerr := json.Unmarshal([]byte(jsonPart(out)), &info); jerr == nil && info.Error != "" {
+	if jerr := json.Unmarshal([]byte(js), &info); jerr == nil && info.Error != "" {
 		return "", fmt.Errorf("fetching module %s: the module proxy refused it: %s", modVersion, info.Error)
 	}
 	if err != nil {

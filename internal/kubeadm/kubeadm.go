@@ -135,6 +135,20 @@ var slowMachineTimeouts = timeouts{
 	EtcdAPICall:                      "5m0s",
 }
 
+// etcd's raft timing for slow machines: a small edge server's disk, or a
+// virtual machine without KVM, fsyncs slowly, and with etcd's defaults
+// (a 100 ms heartbeat, a 1 s election timeout) a request that waits on
+// the disk times out after 7 s ("etcdserver: request timed out"); the API
+// server then fails its post-start hooks and kubelet restarts it. etcd's
+// request timeout is 5 s plus twice the election timeout: 15 s with these.
+// One member elects itself at once on start (etcd fast-forwards its
+// first election's ticks), so a healthy start is no slower. Both clusters
+// use them: this one and the application cluster (internal/bpa/install).
+const (
+	EtcdHeartbeatIntervalMS = "500"
+	EtcdElectionTimeoutMS   = "5000"
+)
+
 type imageMeta struct {
 	ImageRepository string `yaml:"imageRepository,omitempty"`
 	ImageTag        string `yaml:"imageTag,omitempty"`
@@ -155,6 +169,7 @@ type clusterConfiguration struct {
 		Local struct {
 			imageMeta `yaml:",inline"`
 			DataDir   string `yaml:"dataDir"`
+			ExtraArgs []arg  `yaml:"extraArgs"`
 		} `yaml:"local"`
 	} `yaml:"etcd"`
 	DNS       imageMeta `yaml:"dns,omitempty"`
@@ -214,6 +229,7 @@ func Render(c Config) ([]byte, error) {
 	cc.Networking.DNSDomain = c.DNSDomain
 	cc.Etcd.Local.DataDir = c.EtcdDataDir
 	cc.Etcd.Local.ImageTag = c.EtcdImageTag
+	cc.Etcd.Local.ExtraArgs = []arg{{"heartbeat-interval", EtcdHeartbeatIntervalMS}, {"election-timeout", EtcdElectionTimeoutMS}}
 	cc.DNS.ImageTag = c.CoreDNSImageTag
 	cc.APIServer.CertSANs = append([]string{c.AdvertiseAddress}, c.CertSANs...)
 	cc.APIServer.ExtraArgs = []arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(c.EncryptionConfigPath)}}

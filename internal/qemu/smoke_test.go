@@ -12,6 +12,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/iso"
 	"github.com/bootstick/bootstick/internal/rootfs"
+	"github.com/bootstick/bootstick/internal/testctx"
 )
 
 func TestStartRejectsBadOptions(t *testing.T) {
@@ -57,7 +58,7 @@ func TestSmokeBoot(t *testing.T) {
 	}
 	// Under TCG a mode reaches firstboot in 1.5 to 2 minutes on a quiet
 	// machine; the budgets leave room for a loaded one (another guest).
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := testctx.New(t, 40*time.Minute)
 	defer cancel()
 	epoch := time.Unix(1700000000, 0)
 

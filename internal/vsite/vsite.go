@@ -194,6 +194,9 @@ func (s *Site) PowerState(ctx context.Context, name string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// run runs argv and returns its standard output alone: what a tool says on
+// standard error (virsh's polkit warning when libvirtd answers slowly) is
+// never read as its answer. A failure's error carries both.
 func run(ctx context.Context, argv ...string) ([]byte, error) {
-	return command.Run(ctx, command.Options{}, argv...)
+	return command.Output(ctx, command.Options{}, argv...)
 }

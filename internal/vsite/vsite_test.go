@@ -1,15 +1,14 @@
 package vsite
 
 import (
-	"context"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/bmcprobe"
+	"github.com/bootstick/bootstick/internal/testctx"
 )
 
 // TestBMCDrivesTheMachine starts a site of one machine and drives its BMC
@@ -20,7 +19,7 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts libvirtd, virtualbmc and a QEMU machine (root)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := testctx.New(t, 3*time.Minute)
 	defer cancel()
 	m := Machine{Name: "vsite-test-0", MAC: "52:54:00:b0:0e:01", BMCPort: 6240, BMCUser: "admin", BMCPassword: "pw-vsite-test", MemoryMiB: 256}
 	s, err := Start(ctx, Options{
@@ -43,7 +42,7 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 		t.Errorf("BMC address %s", got)
 	}
 	ipmi := func(password string, args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, "ipmitool", append([]string{"-I", "lanplus", "-H", "172.23.0.2", "-p", "6240", "-U", "admin", "-P", password, "-R", "3", "-N", "5"}, args...)...).CombinedOutput()
+		out, err := run(ctx, append([]string{"ipmitool", "-I", "lanplus", "-H", "172.23.0.2", "-p", "6240", "-U", "admin", "-P", password, "-R", "3", "-N", "5"}, args...)...)
 		return string(out), err
 	}
 	state := func() string {
@@ -89,11 +88,11 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, err := exec.CommandContext(ctx, "ip", "-n", "bootstick-test-vsite-bmc", "-o", "link", "show", "bsvstap0").CombinedOutput()
+	link, err := run(ctx, "ip", "-n", "bootstick-test-vsite-bmc", "-o", "link", "show", "bsvstap0")
 	if err != nil || !strings.Contains(string(link), "master br0") {
 		t.Errorf("the tap is not on the bridge inside the namespace: %v\n%s", err, link)
 	}
-	if out, _ := exec.CommandContext(ctx, "ip", "link", "show", "bsvstap0").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if out, err := run(ctx, "ip", "link", "show", "bsvstap0"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("the tap is visible on this machine's side: %s", out)
 	}
 	tap.Close()

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bootstick/bootstick/internal/containerd"
+	"github.com/bootstick/bootstick/internal/kubeadm"
 )
 
 //go:embed scripts
@@ -148,6 +149,11 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 			PodSubnet     string `yaml:"podSubnet"`
 			ServiceSubnet string `yaml:"serviceSubnet,omitempty"`
 		} `yaml:"networking"`
+		Etcd struct {
+			Local struct {
+				ExtraArgs []arg `yaml:"extraArgs"`
+			} `yaml:"local"`
+		} `yaml:"etcd"`
 		APIServer struct {
 			CertSANs []string `yaml:"certSANs"`
 		} `yaml:"apiServer"`
@@ -162,6 +168,8 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443"}
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.Endpoint, address}
+	// A slow host's disk must not time etcd out (see kubeadm.EtcdElectionTimeoutMS).
+	cc.Etcd.Local.ExtraArgs = []arg{{"heartbeat-interval", kubeadm.EtcdHeartbeatIntervalMS}, {"election-timeout", kubeadm.EtcdElectionTimeoutMS}}
 	kc := kubeletCfg{typeMeta: typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"}, CgroupDriver: "systemd"}
 	cfg, err := yamlDocs(ic, cc, kc)
 	if err != nil {
