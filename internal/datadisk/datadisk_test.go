@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/command"
 )
 
 // loopDisk makes a sparse file of size bytes, attaches it to a loop device
@@ -26,9 +28,9 @@ func loopDisk(t *testing.T, size int64, prep func(path string)) string {
 	if prep != nil {
 		prep(f)
 	}
-	out, err := exec.Command("losetup", "-f", "--show", f).CombinedOutput()
+	out, err := command.Output(context.Background(), command.Options{}, "losetup", "-f", "--show", f)
 	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
+		t.Fatalf("losetup: %v", err)
 	}
 	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() {

@@ -4,9 +4,12 @@
 package depcheck
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/command"
 )
 
 const module = "github.com/bootstick/bootstick/"
@@ -42,9 +45,9 @@ func TestDependencies(t *testing.T) {
 		t.Skip("needs the go command to list dependencies")
 	}
 	for _, r := range rules {
-		out, err := exec.Command("go", "list", "-deps", module+r.main).CombinedOutput()
+		out, err := command.Output(context.Background(), command.Options{}, "go", "list", "-deps", module+r.main)
 		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", r.main, err, out)
+			t.Fatalf("go list -deps %s: %v", r.main, err)
 		}
 		deps := strings.Fields(string(out))
 		for _, f := range r.forbidden {

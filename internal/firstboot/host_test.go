@@ -191,10 +191,10 @@ func TestHostMode(t *testing.T) {
 // image the registry does not hold: nothing else was contacted.
 func checkPulledThroughBundle(t *testing.T, tc string, p paths) {
 	kubectl := filepath.Join(tc, "bin", "kubectl")
-	pods, err := exec.Command(kubectl, "--kubeconfig", adminConf, "get", "pods", "-A",
-		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{" "}{range .status.containerStatuses[*]}{.image}{"|"}{.imageID}{" "}{end}{"\n"}{end}`).CombinedOutput()
+	pods, err := command.Output(context.Background(), command.Options{}, kubectl, "--kubeconfig", adminConf, "get", "pods", "-A",
+		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{" "}{range .status.containerStatuses[*]}{.image}{"|"}{.imageID}{" "}{end}{"\n"}{end}`)
 	if err != nil {
-		t.Fatalf("kubectl: %v\n%s", err, pods)
+		t.Fatalf("kubectl: %v", err)
 	}
 	served := servedManifests(t, p.registryLog())
 	namespaces := map[string]bool{}

@@ -1,9 +1,11 @@
 package firstboot
 
 import (
-	"os/exec"
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/command"
 )
 
 // The release binary carries no test hook: the pause variable's name is
@@ -16,9 +18,9 @@ func TestReleaseBinaryHasNoTestHook(t *testing.T) {
 		tags string
 		want bool
 	}{{"", false}, {"bootsticktest", true}} {
-		out, err := exec.Command("go", "list", "-tags", c.tags, "-f", "{{join .GoFiles \" \"}}", ".").CombinedOutput()
+		out, err := command.Output(context.Background(), command.Options{}, "go", "list", "-tags", c.tags, "-f", "{{join .GoFiles \" \"}}", ".")
 		if err != nil {
-			t.Fatalf("go list: %v\n%s", err, out)
+			t.Fatalf("go list: %v", err)
 		}
 		if got := strings.Contains(string(out), "testhook.go"); got != c.want {
 			t.Errorf("tags %q: testhook.go compiled in = %v, want %v (files: %s)", c.tags, got, c.want, out)

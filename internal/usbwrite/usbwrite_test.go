@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/command"
 )
 
 // loop attaches a file of size bytes to a loop device (root only).
@@ -22,9 +24,9 @@ func loop(t *testing.T, size int64) string {
 	if err := os.Truncate(f, size); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", f).CombinedOutput()
+	out, err := command.Output(context.Background(), command.Options{}, "losetup", "--find", "--show", f)
 	if err != nil {
-		t.Fatalf("losetup (needs root): %v: %s", err, out)
+		t.Fatalf("losetup (needs root): %v", err)
 	}
 	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() { exec.Command("losetup", "--detach", dev).Run() })
