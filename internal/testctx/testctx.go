@@ -19,28 +19,24 @@ const Reserve = 4 * time.Minute
 type T interface {
 	Helper()
 	Fatalf(format string, args ...any)
-	Logf(format string, args ...any)
 	Deadline() (time.Time, bool)
 }
 
 // New returns a context that ends after want, or Reserve before the test
 // binary's deadline, whichever comes first. It fails the test at once
-// when less than a minute would be left.
+// when the deadline would leave it less than a minute.
 func New(t T, want time.Duration) (context.Context, context.CancelFunc) {
 	t.Helper()
-	end, limited := End(t, want)
-	if left := time.Until(end); left < time.Minute {
+	end, limited := ends(t, want)
+	if left := time.Until(end); limited && left < time.Minute {
 		t.Fatalf("only %s is left of go test's -timeout (%s kept for cleanups): raise the package's -timeout", left.Round(time.Second), Reserve)
-	}
-	if limited {
-		t.Logf("this test's context ends at %s, %s before go test's -timeout, to leave its cleanups time", end.Format(time.TimeOnly), Reserve)
 	}
 	return context.WithDeadline(context.Background(), end)
 }
 
-// End is when a context of New(t, want) ends, and whether go test's
+// ends is when a context of New(t, want) ends, and whether go test's
 // -timeout, not want, set it.
-func End(t T, want time.Duration) (time.Time, bool) {
+func ends(t T, want time.Duration) (time.Time, bool) {
 	end := time.Now().Add(want)
 	if d, ok := t.Deadline(); ok && d.Add(-Reserve).Before(end) {
 		return d.Add(-Reserve), true
