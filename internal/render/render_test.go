@@ -109,7 +109,7 @@ func TestRenderContents(t *testing.T) {
 		t.Errorf("worker-1 BMC secret = %q", sec.Data)
 	}
 	bmh := byName["BareMetalHost/worker-1"].(*metal3.BareMetalHost)
-	if bmh.Spec.BMC.Address != "redfish-virtualmedia+https://10.10.1.12/redfish/v1/Systems/1" || !bmh.Spec.BMC.DisableCertificateVerification ||
+	if bmh.Spec.BMC.Address != "redfish+https://10.10.1.12/redfish/v1/Systems/1" || !bmh.Spec.BMC.DisableCertificateVerification ||
 		bmh.Spec.BMC.CredentialsName != "worker-1-bmc-secret" || bmh.Spec.BootMACAddress != "52:54:00:aa:01:02" || bmh.Spec.BootMode != metal3.Legacy {
 		t.Errorf("worker-1 BMH spec = %+v", bmh.Spec)
 	}

@@ -18,19 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// BMCSchemes are the BMC address schemes the baremetal-operator knows.
-var BMCSchemes = []string{
-	"ipmi", "redfish", "redfish-virtualmedia", "idrac", "idrac-redfish",
-	"idrac-virtualmedia", "ilo4", "ilo5", "irmc",
-}
-
 // Schemes that speak Redfish over HTTP and take a +http or +https suffix.
 var redfishSchemes = map[string]bool{
 	"redfish": true, "redfish-virtualmedia": true, "idrac-redfish": true, "idrac-virtualmedia": true,
 }
 
 var (
-	bootModes     = []string{"UEFI", "UEFISecureBoot", "legacy"}
+	// Not UEFISecureBoot: this stick boots hosts by iPXE, which is not
+	// signed, so Secure Boot firmware refuses it.
+	bootModes     = []string{"UEFI", "legacy"}
 	checksumTypes = []string{"md5", "sha256", "sha512", "auto"}
 	diskFormats   = []string{"raw", "qcow2", "vdi", "vmdk", "live-iso"}
 	roles         = []string{string(RoleMaster), string(RoleWorker)}
@@ -430,11 +426,14 @@ func validateBMCAddress(p *field.Path, addr string) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, shown, "must not carry a user or password: put them under credentials")}
 	}
 	scheme, transport, _ := strings.Cut(u.Scheme, "+")
-	if !contains(BMCSchemes, scheme) {
+	if why := schemeRefused(scheme); why != "" {
 		if u.Scheme == "" || u.Host == "" && !strings.Contains(addr, "://") {
 			return field.ErrorList{field.Invalid(p, shown, "give a scheme: one of "+strings.Join(BMCSchemes, ", ")+" (e.g. ipmi://10.0.0.5)")}
 		}
-		return field.ErrorList{field.NotSupported(p, u.Scheme, BMCSchemes)}
+		if why == "not a BMC scheme" {
+			return field.ErrorList{field.NotSupported(p, u.Scheme, BMCSchemes)}
+		}
+		return field.ErrorList{field.Invalid(p, shown, fmt.Sprintf("scheme %s: %s; this stick drives %s", scheme, why, strings.Join(BMCSchemes, ", ")))}
 	}
 	var errs field.ErrorList
 	if transport != "" && (!redfishSchemes[scheme] || transport != "http" && transport != "https") {
