@@ -84,23 +84,37 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 	})
 }
 
-// domainXML is a BIOS machine that boots from the network first, then its
-// disk: the order virtualbmc rewrites when Ironic sets the boot device.
+// domainXML is a machine that boots from the network first, then its
+// disk: the order its BMC rewrites when Ironic sets the boot device.
 // The disk is SCSI (virtio-scsi), /dev/sda to the host's OS: the device
-// the baremetal-operator's default root device hint names.
+// the baremetal-operator's default root device hint names. Every machine
+// has an empty CD-ROM drive for virtual media.
+//
+// A BIOS machine (SeaBIOS, pc) gives its order in <os>. A UEFI machine
+// (OVMF from pflash with NVRAM of its own, q35) gives it per device, and
+// its NICs have no option ROM: the firmware's own PXE client boots, as a
+// real server's does. Extra NICs never boot.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
   <vcpu>{{.CPUs}}</vcpu>
+  {{- if .UEFI}}
+  <os><type arch='x86_64' machine='q35'>hvm</type><loader readonly='yes' type='pflash'>{{x .Loader}}</loader><nvram>{{x .NVRAM}}</nvram></os>
+  {{- else}}
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/></os>
+  {{- end}}
   <features><acpi/><apic/></features>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/></cpu>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>{{x .Emulator}}</emulator>
     <controller type='scsi' model='virtio-scsi'/>
-    <disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='unsafe'/><source file='{{x .Disk}}'/><target dev='sda' bus='scsi'/></disk>
-    <interface type='bridge'><source bridge='{{x .Bridge}}'/><mac address='{{x .MAC}}'/><model type='virtio'/></interface>
+    <disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='unsafe'/><source file='{{x .Disk}}'/><target dev='sda' bus='scsi'/>{{if .UEFI}}<boot order='2'/>{{end}}</disk>
+    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='{{.CDTarget}}' bus='{{.CDBus}}'/><readonly/></disk>
+    <interface type='bridge'><source bridge='{{x .Bridge}}'/><mac address='{{x .MAC}}'/><model type='virtio'/>{{if .UEFI}}<boot order='1'/><rom enabled='no'/>{{end}}</interface>
+    {{- range .ExtraMACs}}
+    <interface type='bridge'><source bridge='{{x $.Bridge}}'/><mac address='{{x .}}'/><model type='virtio'/><rom enabled='no'/></interface>
+    {{- end}}
     <serial type='file'><source path='{{x .Serial}}' append='on'/><target port='0'/></serial>
     <console type='file'><source path='{{x .Serial}}' append='on'/><target type='serial' port='0'/></console>
     <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
@@ -116,7 +130,7 @@ func xmlText(s string) (string, error) {
 
 // define makes the machine's blank disk and defines it, powered off.
 func (s *Site) define(ctx context.Context, m Machine) error {
-	disk := filepath.Join(s.opts.Dir, m.Name+".qcow2")
+	disk := s.disk(m.Name)
 	os.Remove(disk)
 	os.Remove(s.SerialLog(m.Name))
 	if _, err := run(ctx, "qemu-img", "create", "-q", "-f", "qcow2", disk, strconv.Itoa(m.DiskGiB)+"G"); err != nil {
@@ -126,11 +140,14 @@ func (s *Site) define(ctx context.Context, m Machine) error {
 	if err != nil {
 		return err
 	}
+	x := s.domainVarsOf(m, emulator)
+	if x.UEFI {
+		if err := copyFile(ovmfVars, x.NVRAM); err != nil {
+			return fmt.Errorf("machine %s: UEFI variables (Debian package ovmf): %w", m.Name, err)
+		}
+	}
 	var b bytes.Buffer
-	if err := domainXML.Execute(&b, struct {
-		Machine
-		Emulator, Disk, Bridge, Serial string
-	}{m, emulator, disk, bridge, s.SerialLog(m.Name)}); err != nil {
+	if err := domainXML.Execute(&b, x); err != nil {
 		return fmt.Errorf("machine %s: %w", m.Name, err)
 	}
 	path := filepath.Join(s.opts.Dir, m.Name+".xml")
@@ -141,6 +158,42 @@ func (s *Site) define(ctx context.Context, m Machine) error {
 		return fmt.Errorf("machine %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// domainVars fill domainXML.
+type domainVars struct {
+	Machine
+	Emulator, Disk, Bridge, Serial string
+	UEFI                           bool
+	Loader, NVRAM                  string // UEFI only
+	CDTarget, CDBus                string // hdc on IDE (pc), sdb on SATA (q35)
+}
+
+// domainVarsOf is what domainXML needs for m, its files in Dir.
+func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
+	x := domainVars{Machine: m, Emulator: emulator, Disk: s.disk(m.Name), Bridge: bridge, Serial: s.SerialLog(m.Name),
+		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide"}
+	if x.UEFI {
+		x.Loader, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
+	}
+	return x
+}
+
+func (s *Site) disk(name string) string { return filepath.Join(s.opts.Dir, name+".qcow2") }
+
+// Debian's OVMF (package ovmf): the code, read-only, and the template of
+// each UEFI machine's own variables.
+const (
+	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

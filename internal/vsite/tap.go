@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,43 +36,15 @@ func (s *Site) Tap(ctx context.Context, name string) (*os.File, error) {
 }
 
 // openTapIn opens /dev/net/tun as tap name from inside the namespace at
-// nsPath: a tap belongs to the namespace it was made in. The thread goes
-// back to its own namespace after (or is thrown away if it cannot).
+// nsPath: a tap belongs to the namespace it was made in.
 func openTapIn(nsPath, name string) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			ch <- result{err: err}
-			runtime.UnlockOSThread()
-			return
-		}
-		defer own.Close()
-		target, err := os.Open(nsPath)
-		if err != nil {
-			ch <- result{err: err}
-			runtime.UnlockOSThread()
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("entering the namespace: %w", err)}
-			runtime.UnlockOSThread()
-			return
-		}
-		f, err := openTap(name)
-		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread() // else the thread dies with the goroutine
-		}
-		ch <- result{f, err}
-	}()
-	r := <-ch
-	return r.f, r.err
+	var f *os.File
+	err := inNetns(nsPath, func() error {
+		var err error
+		f, err = openTap(name)
+		return err
+	})
+	return f, err
 }
 
 func openTap(name string) (*os.File, error) {

@@ -9,13 +9,23 @@ import (
 	"time"
 )
 
-// startVBMC writes one virtualbmc configuration per machine (its own
+// startVBMC writes one virtualbmc configuration per IPMI machine (its own
 // files, 0600: no password on a command line) and runs vbmcd in the
-// namespace, which starts every BMC marked active.
+// namespace, which starts every BMC marked active. A site with no IPMI
+// machine runs no vbmcd.
 func (s *Site) startVBMC(ctx context.Context) error {
 	dir := filepath.Join(s.opts.Dir, "vbmc")
 	os.RemoveAll(dir)
+	var ipmi []Machine
 	for _, m := range s.opts.Machines {
+		if m.BMC == BMCIPMI {
+			ipmi = append(ipmi, m)
+		}
+	}
+	if len(ipmi) == 0 {
+		return nil
+	}
+	for _, m := range ipmi {
 		if strings.ContainsAny(m.BMCUser+m.BMCPassword, "\n\r%") {
 			return fmt.Errorf("machine %s: the BMC's user name or password holds a newline or %%", m.Name)
 		}
@@ -44,7 +54,7 @@ func (s *Site) startVBMC(ctx context.Context) error {
 	// vbmcd logs each BMC it starts.
 	return d.wait(ctx, time.Minute, func() bool {
 		data, _ := os.ReadFile(filepath.Join(s.opts.Dir, "vbmcd.log"))
-		for _, m := range s.opts.Machines {
+		for _, m := range ipmi {
 			if !strings.Contains(string(data), "Started vBMC instance for domain "+m.Name+"\n") {
 				return false
 			}

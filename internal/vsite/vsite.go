@@ -11,8 +11,11 @@
 //     bridge. libvirtd runs in a mount namespace of its own too, with its
 //     configuration, sockets and state under Dir: the machine's own
 //     libvirt, if any, is neither read nor changed;
-//   - virtualbmc's vbmcd, one IPMI BMC per domain, with real power and
-//     boot-device control through libvirt.
+//   - virtualbmc's vbmcd, one IPMI BMC per domain whose BMC is ipmi, with
+//     real power and boot-device control through libvirt;
+//   - a Redfish BMC of this package (HTTPS, with virtual media) for every
+//     domain whose BMC is redfish, served from this process on a socket
+//     made inside the namespace.
 //
 // No other network of the machine is touched.
 package vsite
@@ -21,9 +24,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,11 +59,41 @@ type Machine struct {
 	MemoryMiB int // 3072 when zero: the deploy ramdisk holds the image in memory
 	CPUs      int // 1 when zero
 	DiskGiB   int // 8 when zero; the disk starts blank
-	// BMCPort is the IPMI port on BMCAddr (UDP).
+	// BMCPort is the BMC's port on BMCAddr: UDP for IPMI, TCP (HTTPS) for
+	// Redfish.
 	BMCPort     int
-	BMCUser     string
+	BMCUser     string // admin when empty (Redfish; the site file's default)
 	BMCPassword string
+	// Firmware is FirmwareBIOS (the default: SeaBIOS, pc) or FirmwareUEFI
+	// (OVMF, q35, the NICs' option ROMs off).
+	Firmware string
+	// ExtraMACs are more NICs, all on the site's bridge, after the boot
+	// NIC (MAC). They never boot.
+	ExtraMACs []string
+	// BMC is the BMC's protocol, as the host's BMC address names it:
+	// BMCIPMI (the default, virtualbmc), BMCRedfish or
+	// BMCRedfishVirtualMedia (both the same Redfish BMC; the second boots
+	// by virtual media).
+	BMC string
+	// BMCBroken makes a Redfish BMC answer 500 to everything.
+	BMCBroken bool
 }
+
+// Machine.Firmware values.
+const (
+	FirmwareBIOS = "bios"
+	FirmwareUEFI = "uefi"
+)
+
+// Machine.BMC values: the schemes of the baremetal-operator's BMC
+// addresses (pkg/hardwareutils/bmc).
+const (
+	BMCIPMI                = "ipmi"
+	BMCRedfish             = "redfish"
+	BMCRedfishVirtualMedia = "redfish-virtualmedia"
+)
+
+func (m Machine) redfish() bool { return m.BMC == BMCRedfish || m.BMC == BMCRedfishVirtualMedia }
 
 // Site is a running virtual site.
 type Site struct {
@@ -65,6 +101,10 @@ type Site struct {
 	libvirt *daemon
 	vbmc    *daemon
 	made    []string // mount points Start created, removed by Close
+	ca      *bmcCA   // the Redfish BMCs' CA
+	redfish []*http.Server
+	// stopRedfish ends the Redfish BMCs' requests.
+	stopRedfish context.CancelFunc
 }
 
 // Requirements are the programs a site needs, with the Debian package of
@@ -79,8 +119,9 @@ var Requirements = map[string]string{
 	"ip":                 "iproute2",
 }
 
-// Start makes the network, starts libvirtd and vbmcd, and defines the
-// machines, powered off. Close undoes it all.
+// Start makes the network, starts libvirtd, defines the machines, powered
+// off, and starts their BMCs (vbmcd, the Redfish BMCs). Close undoes it
+// all.
 func Start(ctx context.Context, o Options) (*Site, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -109,6 +150,9 @@ func Start(ctx context.Context, o Options) (*Site, error) {
 	if err := s.startVBMC(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.startRedfish(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return s, nil
 }
@@ -125,6 +169,8 @@ func (o *Options) check() error {
 	if o.Dir == "" || o.Netns == "" || o.HostIface == "" {
 		return errors.New("virtual site: Dir, Netns and HostIface are required")
 	}
+	// Defaults go into a copy: the caller's machines stay as given.
+	o.Machines = slices.Clone(o.Machines)
 	names, macs, ports := map[string]bool{}, map[string]bool{}, map[int]bool{}
 	for i := range o.Machines {
 		m := &o.Machines[i]
@@ -138,6 +184,16 @@ func (o *Options) check() error {
 			m.DiskGiB = 8
 		}
 		m.MAC = strings.ToLower(m.MAC)
+		if m.Firmware == "" {
+			m.Firmware = FirmwareBIOS
+		}
+		if m.BMC == "" {
+			m.BMC = BMCIPMI
+		}
+		m.ExtraMACs = append([]string(nil), m.ExtraMACs...)
+		for j := range m.ExtraMACs {
+			m.ExtraMACs[j] = strings.ToLower(m.ExtraMACs[j])
+		}
 		switch {
 		case m.Name == "" || strings.ContainsAny(m.Name, "/ '\"<>&"):
 			return fmt.Errorf("virtual site: machine %d: name %q is not a plain name", i, m.Name)
@@ -148,7 +204,45 @@ func (o *Options) check() error {
 		case ports[m.BMCPort] || m.BMCPort <= 0:
 			return fmt.Errorf("virtual site: machine %s: BMC port %d is taken or invalid", m.Name, m.BMCPort)
 		}
+		if err := m.check(macs); err != nil {
+			return fmt.Errorf("virtual site: machine %s: %w", m.Name, err)
+		}
 		names[m.Name], macs[m.MAC], ports[m.BMCPort] = true, true, true
+	}
+	return nil
+}
+
+// check checks the machine's firmware, BMC and extra NICs; macs are the
+// MACs of the machines before it.
+func (m *Machine) check(macs map[string]bool) error {
+	switch {
+	case m.Firmware != FirmwareBIOS && m.Firmware != FirmwareUEFI:
+		return fmt.Errorf("firmware %q is not %s or %s", m.Firmware, FirmwareBIOS, FirmwareUEFI)
+	case m.BMC != BMCIPMI && !m.redfish():
+		return fmt.Errorf("BMC %q is not %s, %s or %s", m.BMC, BMCIPMI, BMCRedfish, BMCRedfishVirtualMedia)
+	case m.BMCBroken && !m.redfish():
+		return errors.New("only a Redfish BMC can be broken")
+	case m.redfish() && strings.Contains(m.BMCUser, ":"):
+		return errors.New("a Redfish BMC's user name cannot hold a colon (HTTP basic auth)")
+	}
+	if m.Firmware == FirmwareUEFI {
+		for _, f := range []string{ovmfCode, ovmfVars} {
+			if _, err := os.Stat(f); err != nil {
+				return fmt.Errorf("UEFI firmware: %w (Debian package ovmf; run bash .ci/install-deps)", err)
+			}
+		}
+	}
+	own := map[string]bool{m.MAC: true}
+	for _, mac := range m.ExtraMACs {
+		if _, err := net.ParseMAC(mac); err != nil || macs[mac] || own[mac] {
+			return fmt.Errorf("extra NIC %q is not a MAC address of its own", mac)
+		}
+		own[mac] = true
+	}
+	for mac := range own {
+		if mac != m.MAC {
+			macs[mac] = true
+		}
 	}
 	return nil
 }
@@ -159,6 +253,7 @@ func (s *Site) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
+	s.closeRedfish(ctx)
 	if s.libvirt != nil {
 		for _, m := range s.opts.Machines {
 			s.virsh(ctx, "destroy", m.Name)
@@ -178,9 +273,15 @@ func (s *Site) Close() error {
 	return errors.Join(errs...)
 }
 
-// BMCAddress is the machine's BMC as a BareMetalHost names it.
+// BMCAddress is the machine's BMC as a BareMetalHost names it:
+// ipmi://ADDR:PORT, or redfish+https://ADDR:PORT/redfish/v1/Systems/NAME
+// (redfish-virtualmedia+https://… for virtual media).
 func (s *Site) BMCAddress(m Machine) string {
-	return fmt.Sprintf("ipmi://%s", netip.AddrPortFrom(s.opts.BMCAddr, uint16(m.BMCPort)))
+	hostPort := netip.AddrPortFrom(s.opts.BMCAddr, uint16(m.BMCPort))
+	if m.redfish() {
+		return fmt.Sprintf("%s+https://%s%s", m.BMC, hostPort, systemPath(m.Name))
+	}
+	return fmt.Sprintf("ipmi://%s", hostPort)
 }
 
 // SerialLog is the file that holds the machine's serial console.

@@ -1,0 +1,240 @@
+package vsite
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// render is the definition define writes for m, parsed.
+func render(t *testing.T, m Machine) *xmlNode {
+	t.Helper()
+	s := &Site{opts: Options{Dir: "/site"}}
+	x := s.domainVarsOf(m, "/usr/bin/qemu-system-x86_64")
+	var b bytes.Buffer
+	if err := domainXML.Execute(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	dom, err := parseDomainXML(b.Bytes())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.Bytes())
+	}
+	return dom
+}
+
+// bootOf is what a device element says about booting: "order N", "" for
+// nothing.
+func bootOf(d *xmlNode) string {
+	if b := d.child("boot"); b != nil {
+		return "order " + b.attr("order")
+	}
+	return ""
+}
+
+func osBoots(dom *xmlNode) string {
+	var devs []string
+	for _, b := range dom.child("os").children("boot") {
+		devs = append(devs, b.attr("dev"))
+	}
+	return strings.Join(devs, ",")
+}
+
+func TestDomainXML(t *testing.T) {
+	bios := render(t, Machine{Name: "b", MAC: "52:54:00:00:00:01", MemoryMiB: 256, CPUs: 1, Firmware: FirmwareBIOS})
+	uefi := render(t, Machine{Name: "u", MAC: "52:54:00:00:00:02", MemoryMiB: 256, CPUs: 1, Firmware: FirmwareUEFI,
+		ExtraMACs: []string{"52:54:00:00:01:02", "52:54:00:00:02:02"}})
+
+	// BIOS: as before, plus an empty IDE CD-ROM drive.
+	if got := bios.child("os").child("type").attr("machine"); got != "pc" {
+		t.Errorf("BIOS machine type %s", got)
+	}
+	if got := osBoots(bios); got != "network,hd" {
+		t.Errorf("BIOS boot order %s, want network,hd", got)
+	}
+	if bios.uefi() || bios.child("os").child("nvram") != nil {
+		t.Error("a BIOS machine has UEFI firmware")
+	}
+	nic := bios.bootDevice(bootPxe)
+	if nic.child("rom") != nil || bootOf(nic) != "" {
+		t.Error("the BIOS machine's boot NIC changed")
+	}
+	if got := bios.macs(); len(got) != 1 {
+		t.Errorf("BIOS NICs %v", got)
+	}
+	if target, file, err := bios.cdrom(); err != nil || target != "hdc" || file != "" {
+		t.Errorf("BIOS CD-ROM %q %q %v, want an empty hdc", target, file, err)
+	}
+	if got := bios.bootDevice(bootCd).child("target").attr("bus"); got != "ide" {
+		t.Errorf("BIOS CD-ROM bus %s", got)
+	}
+
+	// UEFI: q35, OVMF with its own NVRAM, per-device order, no NIC ROMs.
+	o := uefi.child("os")
+	if got := o.child("type").attr("machine"); got != "q35" {
+		t.Errorf("UEFI machine type %s", got)
+	}
+	if l := o.child("loader"); l == nil || l.Text != ovmfCode || l.attr("readonly") != "yes" || l.attr("type") != "pflash" {
+		t.Errorf("UEFI loader %+v", l)
+	}
+	if got := o.text("nvram"); got != "/site/u.OVMF_VARS.fd" {
+		t.Errorf("UEFI NVRAM %q", got)
+	}
+	if got := osBoots(uefi); got != "" {
+		t.Errorf("UEFI machine has <os><boot dev>: %s", got)
+	}
+	if got := bootOf(uefi.bootDevice(bootPxe)); got != "order 1" {
+		t.Errorf("UEFI boot NIC: %q", got)
+	}
+	if got := bootOf(uefi.bootDevice(bootHdd)); got != "order 2" {
+		t.Errorf("UEFI disk: %q", got)
+	}
+	if got := uefi.bootDevice(bootHdd).child("target").attr("dev"); got != "sda" {
+		t.Errorf("UEFI disk target %s, want sda", got)
+	}
+	if got := uefi.bootTarget(); got != bootPxe {
+		t.Errorf("UEFI boot target %s", got)
+	}
+	if target, file, err := uefi.cdrom(); err != nil || target != "sdb" || file != "" {
+		t.Errorf("UEFI CD-ROM %q %q %v, want an empty sdb", target, file, err)
+	}
+	if got := uefi.bootDevice(bootCd).child("target").attr("bus"); got != "sata" {
+		t.Errorf("UEFI CD-ROM bus %s", got)
+	}
+	nics := uefi.child("devices").children("interface")
+	if got := strings.Join(uefi.macs(), " "); got != "52:54:00:00:00:02 52:54:00:00:01:02 52:54:00:00:02:02" {
+		t.Errorf("UEFI NICs %s", got)
+	}
+	for i, n := range nics {
+		if r := n.child("rom"); r == nil || r.attr("enabled") != "no" {
+			t.Errorf("UEFI NIC %d has its option ROM", i)
+		}
+		if i > 0 && bootOf(n) != "" {
+			t.Errorf("extra NIC %d boots", i)
+		}
+		if n.child("source").attr("bridge") != bridge {
+			t.Errorf("NIC %d is not on the bridge", i)
+		}
+	}
+}
+
+func TestSetBootTarget(t *testing.T) {
+	for _, c := range []struct {
+		firmware, target string
+		osBoot           string            // BIOS
+		order            map[string]string // UEFI: device → boot
+	}{
+		{FirmwareBIOS, bootCd, "cdrom,hd", nil},
+		{FirmwareBIOS, bootHdd, "hd", nil},
+		{FirmwareBIOS, bootPxe, "network,hd", nil},
+		{FirmwareUEFI, bootCd, "", map[string]string{bootCd: "order 1", bootHdd: "order 2", bootPxe: ""}},
+		{FirmwareUEFI, bootHdd, "", map[string]string{bootCd: "", bootHdd: "order 1", bootPxe: ""}},
+		{FirmwareUEFI, bootPxe, "", map[string]string{bootCd: "", bootHdd: "order 2", bootPxe: "order 1"}},
+	} {
+		t.Run(c.firmware+"/"+c.target, func(t *testing.T) {
+			dom := render(t, Machine{Name: "m", MAC: "52:54:00:00:00:01", ExtraMACs: []string{"52:54:00:00:01:01"}, Firmware: c.firmware})
+			// Twice: the second edit starts from the first's result.
+			for _, target := range []string{bootHdd, c.target} {
+				if err := dom.setBootTarget(target); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What virsh define gets, read back.
+			data, err := dom.marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dom, err = parseDomainXML(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dom.bootTarget(); got != c.target {
+				t.Errorf("boot target %s, want %s\n%s", got, c.target, data)
+			}
+			if got := osBoots(dom); got != c.osBoot {
+				t.Errorf("<os><boot dev> %q, want %q\n%s", got, c.osBoot, data)
+			}
+			for dev, want := range c.order {
+				if got := bootOf(dom.bootDevice(dev)); got != want {
+					t.Errorf("%s: boot %q, want %q\n%s", dev, got, want, data)
+				}
+			}
+			if c.firmware == FirmwareBIOS && strings.Contains(string(data), "order=") {
+				t.Errorf("a BIOS machine got per-device boot order:\n%s", data)
+			}
+			if extra := dom.child("devices").children("interface")[1]; bootOf(extra) != "" {
+				t.Errorf("the extra NIC boots:\n%s", data)
+			}
+			if !dom.uefi() == (c.firmware == FirmwareUEFI) {
+				t.Error("the firmware changed")
+			}
+		})
+	}
+	dom := render(t, Machine{Name: "m", MAC: "52:54:00:00:00:01"})
+	if err := dom.setBootTarget("Floppy"); err == nil {
+		t.Error("boot target Floppy was taken")
+	}
+}
+
+// A definition as libvirt writes it (virtualbmc has set the boot device
+// of a UEFI machine): <os><boot dev> wins, and a Redfish boot override
+// replaces it with per-device order.
+func TestBootTargetOfLibvirtXML(t *testing.T) {
+	const dumped = `<domain type='qemu'>
+  <name>n</name>
+  <uuid>0b6a1c3e-4d1b-4a5e-9c55-7f1f2b3c4d5e</uuid>
+  <memory unit='KiB'>262144</memory>
+  <vcpu placement='static'>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>
+    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>
+    <nvram>/site/n.OVMF_VARS.fd</nvram>
+    <boot dev='hd'/>
+  </os>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' cache='unsafe'/>
+      <source file='/site/n.qcow2'/>
+      <target dev='sda' bus='scsi'/>
+      <address type='drive' controller='0' bus='0' target='0' unit='0'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <driver name='qemu' type='raw'/>
+      <source file='/site/n.cd.iso'/>
+      <target dev='sdb' bus='sata'/>
+      <readonly/>
+    </disk>
+    <interface type='bridge'>
+      <mac address='52:54:00:00:00:09'/>
+      <source bridge='br0'/>
+      <model type='virtio'/>
+      <rom enabled='no'/>
+    </interface>
+  </devices>
+</domain>
+`
+	dom, err := parseDomainXML([]byte(dumped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dom.bootTarget(); got != bootHdd {
+		t.Errorf("boot target %s, want Hdd", got)
+	}
+	if _, file, _ := dom.cdrom(); file != "/site/n.cd.iso" {
+		t.Errorf("CD %q", file)
+	}
+	if got := dom.text("uuid"); got != "0b6a1c3e-4d1b-4a5e-9c55-7f1f2b3c4d5e" {
+		t.Errorf("uuid %q", got)
+	}
+	if err := dom.setBootTarget(bootCd); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := dom.marshal()
+	if osBoots(dom) != "" || bootOf(dom.bootDevice(bootCd)) != "order 1" || bootOf(dom.bootDevice(bootHdd)) != "order 2" {
+		t.Errorf("Cd override:\n%s", data)
+	}
+	for _, keep := range []string{`<address type="drive" controller="0" bus="0" target="0" unit="0"></address>`, `<rom enabled="no"></rom>`, `<vcpu placement="static">1</vcpu>`} {
+		if !strings.Contains(string(data), keep) {
+			t.Errorf("the edit lost %s:\n%s", keep, data)
+		}
+	}
+}

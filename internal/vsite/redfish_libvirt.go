@@ -1,0 +1,187 @@
+package vsite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// libvirtMachine drives a site's domain for its Redfish BMC, through
+// virsh: power from domstate, start, destroy, shutdown, reboot and
+// inject-nmi; the boot override and the CD in the domain's persistent
+// definition (its inactive XML), where the next power-on reads them.
+type libvirtMachine struct {
+	s *Site
+	m Machine
+}
+
+func (l *libvirtMachine) xml(ctx context.Context, inactive bool) (*xmlNode, error) {
+	args := []string{"dumpxml", "--security-info", l.m.Name}
+	if inactive {
+		args = append(args, "--inactive")
+	}
+	out, err := l.s.virsh(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return parseDomainXML(out)
+}
+
+func (l *libvirtMachine) running(ctx context.Context) (bool, error) {
+	st, err := l.s.PowerState(ctx, l.m.Name)
+	if err != nil {
+		return false, err
+	}
+	switch st {
+	case "shut off", "crashed", "":
+		return false, nil
+	}
+	return true, nil // running, paused, in shutdown, idle, pmsuspended
+}
+
+func (l *libvirtMachine) State(ctx context.Context) (machineState, error) {
+	on, err := l.running(ctx)
+	if err != nil {
+		return machineState{}, err
+	}
+	dom, err := l.xml(ctx, true)
+	if err != nil {
+		return machineState{}, err
+	}
+	st := machineState{
+		UUID:       dom.text("uuid"),
+		PowerOn:    on,
+		BootTarget: dom.bootTarget(),
+		UEFI:       dom.uefi(),
+		MACs:       dom.macs(),
+		DiskBytes:  int64(l.m.DiskGiB) << 30,
+	}
+	st.CPUs, _ = strconv.Atoi(dom.text("vcpu"))
+	if mem := dom.child("memory"); mem != nil {
+		kib, _ := strconv.Atoi(strings.TrimSpace(mem.Text))
+		if u := mem.attr("unit"); u == "" || u == "KiB" {
+			st.MemoryMiB = kib / 1024
+		}
+	}
+	if _, file, err := dom.cdrom(); err == nil {
+		st.Media = file
+	}
+	return st, nil
+}
+
+func (l *libvirtMachine) Reset(ctx context.Context, resetType string) error {
+	on, err := l.running(ctx)
+	if err != nil {
+		return err
+	}
+	var steps [][]string
+	switch resetType {
+	case "On", "ForceOn":
+		if !on {
+			steps = [][]string{{"start"}}
+		}
+	case "ForceOff":
+		if on {
+			steps = [][]string{{"destroy"}}
+		}
+	case "GracefulShutdown":
+		if on {
+			steps = [][]string{{"shutdown"}}
+		}
+	case "GracefulRestart":
+		steps = [][]string{{"start"}}
+		if on {
+			steps = [][]string{{"reboot"}}
+		}
+	case "ForceRestart":
+		steps = [][]string{{"start"}}
+		if on {
+			steps = [][]string{{"destroy"}, {"start"}}
+		}
+	case "Nmi":
+		if on {
+			steps = [][]string{{"inject-nmi"}}
+		}
+	default:
+		return fmt.Errorf("reset type %q is not supported", resetType)
+	}
+	for _, st := range steps {
+		if _, err := l.s.virsh(ctx, append(st, l.m.Name)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *libvirtMachine) SetBootTarget(ctx context.Context, target string) error {
+	dom, err := l.xml(ctx, true)
+	if err != nil {
+		return err
+	}
+	if err := dom.setBootTarget(target); err != nil {
+		return err
+	}
+	return l.define(ctx, dom)
+}
+
+// define makes dom the domain's persistent definition.
+func (l *libvirtMachine) define(ctx context.Context, dom *xmlNode) error {
+	data, err := dom.marshal()
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(l.s.opts.Dir, l.m.Name+".define.*.xml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = l.s.virsh(ctx, "define", f.Name())
+	return err
+}
+
+// SetMedia changes the CD in the persistent definition and, when the
+// machine runs, in the running machine too (virsh change-media).
+func (l *libvirtMachine) SetMedia(ctx context.Context, file string) error {
+	on, err := l.running(ctx)
+	if err != nil {
+		return err
+	}
+	scopes := []string{"--config"}
+	if on {
+		scopes = append(scopes, "--live")
+	}
+	for _, scope := range scopes {
+		dom, err := l.xml(ctx, scope == "--config")
+		if err != nil {
+			return err
+		}
+		target, cur, err := dom.cdrom()
+		if err != nil {
+			return err
+		}
+		args := []string{"change-media", l.m.Name, target}
+		switch {
+		case file == "" && cur == "":
+			continue
+		case file == "":
+			args = append(args, "--eject", "--force")
+		case cur == "":
+			args = append(args, file, "--insert")
+		default:
+			args = append(args, file, "--update")
+		}
+		if _, err := l.s.virsh(ctx, append(args, scope)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

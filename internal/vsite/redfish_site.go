@@ -1,0 +1,100 @@
+package vsite
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// startRedfish makes the site's BMC CA and serves every Redfish machine's
+// BMC over HTTPS on BMCAddr:BMCPort, from a socket made inside the
+// namespace; Close stops them.
+func (s *Site) startRedfish() error {
+	var machines []Machine
+	for _, m := range s.opts.Machines {
+		if m.redfish() {
+			machines = append(machines, m)
+		}
+	}
+	if len(machines) == 0 {
+		return nil
+	}
+	ca, err := newBMCCA(s.opts.BMCAddr)
+	if err != nil {
+		return err
+	}
+	s.ca = ca
+	if err := os.WriteFile(s.BMCCAFile(), ca.pem, 0o644); err != nil {
+		return fmt.Errorf("BMC CA: %w", err)
+	}
+	nsPath := filepath.Join("/run/netns", s.opts.Netns)
+	// Every request's context ends with the site, so that closeRedfish's
+	// wait is short and no request starts a machine after Close destroyed
+	// it (QEMU outlives libvirtd).
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopRedfish = cancel
+	for _, m := range machines {
+		bmc := newRedfishBMC(m, &libvirtMachine{s: s, m: m}, s.absMediaDir())
+		addr := net.JoinHostPort(s.opts.BMCAddr.String(), strconv.Itoa(m.BMCPort))
+		ln, err := listenIn(nsPath, addr)
+		if err != nil {
+			return fmt.Errorf("machine %s: Redfish BMC on %s in %s: %w", m.Name, addr, s.opts.Netns, err)
+		}
+		srv := &http.Server{
+			Handler:           bmc,
+			ReadHeaderTimeout: 30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          log.New(io.Discard, "", 0), // libraries never print
+			BaseContext:       func(net.Listener) context.Context { return ctx },
+		}
+		s.redfish = append(s.redfish, srv)
+		go srv.Serve(tls.NewListener(ln, ca.tlsConfig()))
+	}
+	return nil
+}
+
+// closeRedfish stops the Redfish BMCs and waits for their requests to
+// end (each one's work on its machine included).
+func (s *Site) closeRedfish(ctx context.Context) {
+	if s.stopRedfish != nil {
+		s.stopRedfish()
+	}
+	for _, srv := range s.redfish {
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+	}
+}
+
+// BMCCA is the PEM certificate of the CA that signed the Redfish BMCs'
+// certificate (whose SAN is BMCAddr), for Ironic and tests to trust; nil
+// when the site has no Redfish BMC. BMCCAFile holds the same.
+func (s *Site) BMCCA() []byte {
+	if s.ca == nil {
+		return nil
+	}
+	return append([]byte(nil), s.ca.pem...)
+}
+
+// BMCCAFile is the file of BMCCA, in Dir (there when the site has a
+// Redfish BMC).
+func (s *Site) BMCCAFile() string {
+	return filepath.Join(s.opts.Dir, "bmc-ca.pem")
+}
+
+// absMediaDir is where the site's BMCs keep inserted images.
+func (s *Site) absMediaDir() string {
+	dir, err := filepath.Abs(s.opts.Dir)
+	if err != nil {
+		return s.opts.Dir
+	}
+	return dir
+}

@@ -1,0 +1,130 @@
+package vsite
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/bmcprobe"
+	"github.com/bootstick/bootstick/internal/testctx"
+)
+
+// TestRedfishBMCDrivesTheMachine starts a site of one small UEFI machine
+// with a Redfish BMC and makes the calls Ironic makes through sushy, over
+// HTTPS from this machine to the BMC inside the namespace, trusting the
+// site's CA: power on starts the QEMU machine, a Cd boot override puts
+// the CD-ROM first in its definition, InsertMedia puts the image in its
+// CD-ROM drive and EjectMedia takes it out, ForceOff stops it; a wrong
+// password is refused.
+func TestRedfishBMCDrivesTheMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts libvirtd and a QEMU machine with OVMF (root)")
+	}
+	ctx, cancel := testctx.New(t, 5*time.Minute)
+	defer cancel()
+	m := Machine{Name: "vsite-rf-0", MAC: "52:54:00:b0:0f:01", ExtraMACs: []string{"52:54:00:b0:0f:02"}, BMCPort: 6250,
+		BMCUser: "admin", BMCPassword: "pw-vsite-rf", MemoryMiB: 256, CPUs: 1, DiskGiB: 8,
+		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia}
+	dir := t.TempDir()
+	s, err := Start(ctx, Options{
+		Dir: dir, Netns: "bootstick-test-vsite-rf", HostIface: "bsvr0",
+		Network: netip.MustParsePrefix("172.25.0.0/24"), HostAddr: netip.MustParseAddr("172.25.0.1"), BMCAddr: netip.MustParseAddr("172.25.0.2"),
+		Machines: []Machine{m},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat("/run/netns/bootstick-test-vsite-rf"); err == nil {
+			t.Error("Close left the network namespace")
+		}
+	}()
+	if got, want := s.BMCAddress(m), "redfish-virtualmedia+https://172.25.0.2:6250/redfish/v1/Systems/vsite-rf-0"; got != want {
+		t.Errorf("BMC address %s, want %s", got, want)
+	}
+	if pem, err := os.ReadFile(s.BMCCAFile()); err != nil || !bytes.Equal(pem, s.BMCCA()) {
+		t.Errorf("the CA file %s is not BMCCA: %v", s.BMCCAFile(), err)
+	}
+	if r, err := bmcprobe.Probe(ctx, s.BMCAddress(m), 5*time.Second); r != bmcprobe.Answers {
+		t.Errorf("the BMC does not answer a probe: %v %v", r, err)
+	}
+	if _, err := os.Stat(dir + "/vbmcd.pid"); err == nil {
+		t.Error("vbmcd runs for a site with no IPMI machine")
+	}
+
+	drv := &libvirtMachine{s: s, m: s.opts.Machines[0]}
+	state := func() machineState {
+		st, err := drv.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	domstate := func() string {
+		st, err := s.PowerState(ctx, m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// cdrom is the CD-ROM drive's element in the domain's XML, as virsh
+	// prints it.
+	cdrom := func(args ...string) string {
+		out, err := s.virsh(ctx, append([]string{"dumpxml"}, append(args, m.Name)...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := string(out)
+		i := strings.Index(x, "device='cdrom'")
+		if i < 0 {
+			t.Fatalf("the domain has no CD-ROM drive:\n%s", x)
+		}
+		return x[i : i+strings.Index(x[i:], "</disk>")]
+	}
+	if st := domstate(); st != "shut off" {
+		t.Fatalf("a new machine is %q, want shut off", st)
+	}
+	if c := cdrom("--inactive"); strings.Contains(c, "<source file=") || !strings.Contains(c, "bus='sata'") {
+		t.Errorf("the new machine's CD-ROM drive is not an empty SATA drive:\n%s", c)
+	}
+
+	image := bytes.Repeat([]byte("vsite redfish test image\n"), 40000) // 1 MB
+	c := newRedfishClient(t, "https://172.25.0.2:6250", s.BMCCA(), m.BMCUser, m.BMCPassword)
+	driveRedfish(t, c, s.opts.Machines[0], imageServer(t, image), image, state, func(step string) {
+		switch step {
+		case "boot override Cd":
+			if c := cdrom("--inactive"); !strings.Contains(c, "<boot order='1'/>") {
+				t.Errorf("the CD-ROM drive is not first in the boot order:\n%s", c)
+			}
+		case "power on":
+			if st := domstate(); st != "running" {
+				t.Errorf("after On the machine is %q, want running", st)
+			}
+		case "insert media":
+			for _, args := range [][]string{nil, {"--inactive"}} {
+				if c := cdrom(args...); !strings.Contains(c, "<source file='"+dir+"/vsite-rf-0.cd.iso'") {
+					t.Errorf("dumpxml %v: the CD-ROM drive does not hold the image:\n%s", args, c)
+				}
+			}
+		case "eject media":
+			for _, args := range [][]string{nil, {"--inactive"}} {
+				if c := cdrom(args...); strings.Contains(c, "<source file=") {
+					t.Errorf("dumpxml %v: the CD-ROM drive is not empty:\n%s", args, c)
+				}
+			}
+			if _, err := os.Stat(dir + "/vsite-rf-0.cd.iso"); !os.IsNotExist(err) {
+				t.Errorf("EjectMedia left the image: %v", err)
+			}
+		case "force off":
+			if st := domstate(); st != "shut off" {
+				t.Errorf("after ForceOff the machine is %q, want shut off", st)
+			}
+		}
+	})
+}
