@@ -29,22 +29,11 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 		BMCUser: "admin", BMCPassword: "pw-vsite-rf", MemoryMiB: 256, CPUs: 1, DiskGiB: 8,
 		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia}
 	dir := t.TempDir()
-	s, err := Start(ctx, Options{
+	s := startTestSite(t, ctx, Options{
 		Dir: dir, Netns: "bootstick-test-vsite-rf", HostIface: "bsvr0",
 		Network: netip.MustParsePrefix("172.25.0.0/24"), HostAddr: netip.MustParseAddr("172.25.0.1"), BMCAddr: netip.MustParseAddr("172.25.0.2"),
 		Machines: []Machine{m},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		if _, err := os.Stat("/run/netns/bootstick-test-vsite-rf"); err == nil {
-			t.Error("Close left the network namespace")
-		}
-	}()
 	if got, want := s.BMCAddress(m), "redfish-virtualmedia+https://172.25.0.2:6250/redfish/v1/Systems/vsite-rf-0"; got != want {
 		t.Errorf("BMC address %s, want %s", got, want)
 	}

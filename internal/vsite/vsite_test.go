@@ -1,6 +1,7 @@
 package vsite
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"strings"
@@ -22,22 +23,11 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	ctx, cancel := testctx.New(t, 3*time.Minute)
 	defer cancel()
 	m := Machine{Name: "vsite-test-0", MAC: "52:54:00:b0:0e:01", BMCPort: 6240, BMCUser: "admin", BMCPassword: "pw-vsite-test", MemoryMiB: 256}
-	s, err := Start(ctx, Options{
+	s := startTestSite(t, ctx, Options{
 		Dir: t.TempDir(), Netns: "bootstick-test-vsite-bmc", HostIface: "bsvs0",
 		Network: netip.MustParsePrefix("172.23.0.0/24"), HostAddr: netip.MustParseAddr("172.23.0.1"), BMCAddr: netip.MustParseAddr("172.23.0.2"),
 		Machines: []Machine{m},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		if _, err := os.Stat("/run/netns/bootstick-test-vsite-bmc"); err == nil {
-			t.Error("Close left the network namespace")
-		}
-	}()
 	if got := s.BMCAddress(m); got != "ipmi://172.23.0.2:6240" {
 		t.Errorf("BMC address %s", got)
 	}
@@ -104,4 +94,23 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	if !strings.Contains(string(xml), "<boot dev='hd'/>") || strings.Contains(string(xml), "<boot dev='network'/>") {
 		t.Errorf("bootdev disk did not make the disk the boot device:\n%s", xml)
 	}
+}
+
+// startTestSite starts a site, and closes it when the test ends, checking
+// that Close leaves no network namespace.
+func startTestSite(t *testing.T, ctx context.Context, o Options) *Site {
+	t.Helper()
+	s, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat("/run/netns/" + o.Netns); err == nil {
+			t.Error("Close left the network namespace")
+		}
+	})
+	return s
 }
