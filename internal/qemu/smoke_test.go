@@ -114,7 +114,11 @@ func TestSmokeBoot(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(work, name)
 			start := time.Now()
-			vm, err := Start(ctx, Options{Image: image, Media: mode.media, Firmware: mode.fw, Dir: dir, DataDisk: 1 << 30})
+			// One vCPU: this test is about the boot path of each mode. With
+			// two under multi-threaded TCG, Debian's 6.12 kernel once died
+			// at SMP bring-up ("Oops: int3" in sched_clock_cpu while it
+			// patched its own text), a race of the emulator, not of the stick.
+			vm, err := Start(ctx, Options{Image: image, Media: mode.media, Firmware: mode.fw, Dir: dir, DataDisk: 1 << 30, CPUs: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
