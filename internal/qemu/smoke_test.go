@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/iso"
 	"github.com/bootstick/bootstick/internal/rootfs"
 	"github.com/bootstick/bootstick/internal/testctx"
@@ -104,7 +106,8 @@ func TestSmokeBoot(t *testing.T) {
 	fi, _ := os.Stat(image)
 	t.Logf("ISO: %d MiB", fi.Size()>>20)
 
-	started := regexp.MustCompile(`bootstick: firstboot\.service starting`)
+	// A guest kernel that panics ends the wait at once, in words.
+	started := regexp.MustCompile(`bootstick: firstboot\.service starting|Kernel panic - not syncing: .*`)
 	total := time.Now()
 	for _, mode := range []struct {
 		fw    Firmware
@@ -125,7 +128,12 @@ func TestSmokeBoot(t *testing.T) {
 			defer vm.Kill()
 			wctx, wcancel := context.WithTimeout(ctx, 8*time.Minute)
 			defer wcancel()
-			if _, err := vm.WaitSerial(wctx, started); err != nil {
+			match, err := vm.WaitSerial(wctx, started)
+			if err == nil && strings.HasPrefix(match, "Kernel panic") {
+				data, _ := os.ReadFile(vm.SerialLog)
+				err = fmt.Errorf("the guest kernel panicked: %s\nlast output:\n%s", match, command.Tail(string(data), 40))
+			}
+			if err != nil {
 				if keep := os.Getenv("BOOTSTICK_KEEP_SERIAL"); keep != "" {
 					data, _ := os.ReadFile(vm.SerialLog)
 					_ = os.WriteFile(filepath.Join(keep, name+".log"), data, 0o644)
