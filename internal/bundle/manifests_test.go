@@ -230,7 +230,7 @@ func TestDefaultBundleShipsMetal3(t *testing.T) {
 			Binaries: []toolchain.Binary{{Name: "kubeadm", Digest: digest("1")}, {Name: "kubelet", Digest: digest("2")}, {Name: "kubectl", Digest: digest("3")}, {Name: "flannel", Digest: digest("5")}},
 			Images: []toolchain.ImageRecord{
 				{Ref: "registry.bootstick.dev/bpa-operator:v0.1.0", Digest: digest("b")},
-				{Ref: "registry.bootstick.dev/baremetal-operator:v0.6.0", Digest: digest("c")},
+				{Ref: "registry.bootstick.dev/baremetal-operator:v0.13.2", Digest: digest("c")},
 				{Ref: "registry.bootstick.dev/ironic:29.0.5", Digest: digest("d")},
 			},
 			Artifacts: []record.Artifact{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -24,31 +25,31 @@ import (
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
-// The message BMO v0.6.0's HostFirmwareComponents reconciler returns when
-// Ironic offers no firmware API (< 1.86): the path is taken, and left
-// before the nil BMC accessor is dereferenced.
-const firmwarePathAvoided = "current ironic version does not support firmware updates"
+// bmoBaseline is the oldest Ironic API the baremetal-operator v0.13.2
+// registers hosts with. Its stated baseline is 1.89 (pkg/provisioner/
+// ironic/clients: attaching and detaching virtual media), but every node
+// it creates carries disable_power_off, which Ironic takes from 1.95.
+const bmoBaseline = 95
 
-// TestBMOFirmwareDefectAvoided proves the way round a defect of the
-// baremetal-operator v0.6.0. Against an Ironic that offers API 1.86, its
-// HostFirmwareComponents reconciler lists a host's firmware, and when the
-// host's firmware interface is no-firmware (every ipmi host's) it
-// dereferences a nil BMC accessor (pkg/provisioner/ironic/ironic.go,
-// GetFirmwareComponents ignores the error of bmcAccess()): BMO exits, and
-// again on every restart. The appliance's Ironic offers 1.83 (release
-// 22.0), which has all BMO needs (>= 1.81) and not the firmware API.
+// TestBMOFirmwarePathSafe proves that the firmware path which crashed the
+// baremetal-operator v0.6.0 is safe with v0.13.2, against Ironic's own,
+// unpinned API. v0.6.0 dereferenced a nil BMC accessor in
+// GetFirmwareComponents when Ironic offered the firmware API (1.86) and a
+// host's firmware interface was no-firmware, as every ipmi host's is; the
+// stick then pinned Ironic's API to 1.83. v0.13.2 needs 1.95 or newer and
+// answers no-firmware with "host does not support Firmware Updates", so
+// the pin is gone.
 //
 // One host with an ipmi BMC address goes registering → inspecting →
 // provisioned through the real BMO and Ironic of host mode, on Ironic's
-// fake hardware with a fake agent answering inspection. The host's
-// HostFirmwareComponents gets a valid status (see below why BMO cannot
-// write one itself), and a new BMO reconciles it, takes the path and
-// leaves it with an error; Ironic and BMO stay Running with 0 restarts
-// (for bmoSoak, 10 minutes under `make e2e`). Last, the control: the same
-// Ironic unpinned (its own API, above 1.86), with the node's firmware
-// interface no-firmware, crashes BMO in GetFirmwareComponents, so the pin
-// is what keeps it running.
-func TestBMOFirmwareDefectAvoided(t *testing.T) {
+// fake hardware (firmware interface no-firmware) with a fake agent
+// answering inspection. BMO asks for the host's firmware components as it
+// registers it, and makes no HostFirmwareComponents for a host without
+// firmware updates. Then a HostFirmwareComponents is created for the host,
+// as a user asking for an update would, so that BMO's own reconciler of
+// them takes the path too. Ironic and BMO stay Running with 0 restarts
+// (for bmoSoak, 10 minutes under `make e2e`), and firstboot status says so.
+func TestBMOFirmwarePathSafe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("brings up a real node with Ironic and the baremetal-operator on this host (root, make toolchain)")
 	}
@@ -76,13 +77,16 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := ironicMaxVersion(t); v != "1.83" {
-		t.Fatalf("Ironic offers API %s, want 1.83 (pinned to release 22.0, below the firmware API 1.86)", v)
+	v := ironicMaxVersion(t)
+	if apiMinor(v) < bmoBaseline {
+		t.Fatalf("Ironic offers API %s, want 1.%d or newer (the baremetal-operator's baseline)", v, bmoBaseline)
 	}
+	t.Logf("Ironic offers its own API, %s: no pin", v)
 	api := ironicAsBMO(t, ctx, c)
-	// API 1.83 has no firmware interfaces: BMO's way out of the path is
-	// its version check, before it looks at the node.
-	createFakeNode(t, ctx, api, name, nil)
+	api.version = v
+	// The firmware interface of every ipmi host (Ironic's ipmi hardware
+	// type has no other).
+	createFakeNode(t, ctx, api, name, map[string]any{"firmware_interface": "no-firmware"})
 	actx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	fakeAgent(actx, api, map[string]string{name: mac})
@@ -95,27 +99,48 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		t.Fatalf("want %s inspected and provisioned, got %+v", name, states)
 	}
 	created := states[0].History.Register.Start.Time
-	// The BMO that provisioned the host ran without a restart too.
+	// The BMO that provisioned the host ran without a restart.
 	runningUnrestarted(t, ctx, c)
 
-	// BMO v0.6.0 never gets there by itself: its reconciler first writes
-	// the HostFirmwareComponents' status without the components that its
-	// own CRD requires, and that write fails (status.components: Required
-	// value), another defect of v0.6.0. A status that is already valid, as
-	// a newer CRD would let BMO write, takes it past that write to
-	// GetFirmwareComponents. A new BMO reconciles every
-	// HostFirmwareComponents as it starts.
+	// BMO asked Ironic for the host's firmware components as it
+	// registered the host, and was told that it has none to update.
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	validFirmwareStatus(t, ctx, dyn, name)
-	restartBMO(t, ctx, c)
-	waitFor(t, ctx, 5*time.Minute, "BMO to take the firmware-components path", func() (bool, string) {
+	hfcs := dyn.Resource(metal3.GroupVersion.WithResource("hostfirmwarecomponents")).Namespace(render.Namespace)
+	if _, err := hfcs.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("HostFirmwareComponents of %s: %v; want none, for a host without firmware updates", name, err)
+	}
+	// BMO's reconciler of HostFirmwareComponents takes the path too. It
+	// also reconciles on the BareMetalHost's events, so only what BMO
+	// logs after the HostFirmwareComponents exists counts.
+	logged := len(podLog(render.BMONamespace, "deploy/baremetal-operator", ""))
+	hfc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": metal3.GroupVersion.String(), "kind": "HostFirmwareComponents",
+		"metadata": map[string]any{"name": name, "namespace": render.Namespace},
+		"spec":     map[string]any{"updates": []any{}},
+	}}
+	if _, err := hfcs.Create(ctx, hfc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a HostFirmwareComponents for %s: %v", name, err)
+	}
+	// BMO logs JSON; its HostFirmwareComponents reconciler starts each
+	// pass with "start", and logs each way out before the firmware path
+	// ("HostFirmwareComponents not found" is left out: a pass that began
+	// just before the create may say it).
+	ref := `"hostfirmwarecomponents":\{"name":"` + regexp.QuoteMeta(name) + `","namespace":"` + regexp.QuoteMeta(render.Namespace) + `"\}`
+	reconciled := regexp.MustCompile(`(?m)^.*"msg":"start",` + ref + `.*$`)
+	turnedBack := regexp.MustCompile(`(?m)^.*"msg":"(host is unmanaged[^"]*|host is currently detached[^"]*|provisioner is not ready|provisioner returns error)",` + ref + `.*$`)
+	var since string
+	waitFor(t, ctx, 5*time.Minute, "BMO to reconcile the HostFirmwareComponents", func() (bool, string) {
 		log := podLog(render.BMONamespace, "deploy/baremetal-operator", "")
-		return strings.Contains(log, firmwarePathAvoided), command.Tail(log, 3)
+		if len(log) < logged {
+			t.Fatalf("BMO's log shrank: it restarted\n%s", command.Tail(log, 30))
+		}
+		since = log[logged:]
+		return reconciled.MatchString(since), command.Tail(log, 3)
 	})
-	t.Logf("BMO took GetFirmwareComponents for %s and left it with %q", name, firmwarePathAvoided)
+	t.Logf("BMO reconciled %s's HostFirmwareComponents: %s", name, reconciled.FindString(since))
 	if bmoSoak > 0 {
 		t.Logf("watching Ironic and BMO for %s", bmoSoak)
 	}
@@ -124,6 +149,22 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 		runningUnrestarted(t, ctx, c)
 		return !time.Now().Before(soakUntil), fmt.Sprintf("%s to go", time.Until(soakUntil).Round(time.Second))
 	})
+	runningUnrestarted(t, ctx, c)
+	if after := podLog(render.BMONamespace, "deploy/baremetal-operator", ""); len(after) < logged {
+		t.Errorf("BMO's log shrank: it restarted")
+	} else if m := turnedBack.FindString(after[logged:]); m != "" {
+		t.Errorf("BMO's reconciler turned back before the firmware path: %s", m)
+	}
+	// GetFirmwareComponents answered "unsupported": the reconciler wrote
+	// no status (had Ironic listed components, it would have written
+	// them, with its Valid and ChangeDetected conditions).
+	got, err := hfcs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := got.Object["status"]; ok {
+		t.Errorf("HostFirmwareComponents %s has a status %v, want none (no-firmware)", name, st)
+	}
 	t.Logf("Ironic and BMO Running and ready with 0 restarts, %s after %s's BareMetalHost was created",
 		time.Since(created).Round(time.Second), name)
 
@@ -141,38 +182,15 @@ func TestBMOFirmwareDefectAvoided(t *testing.T) {
 			t.Errorf("firstboot status shows %s as %+v, want %q with 0 restarts", name, sv, want)
 		}
 	}
+}
 
-	// The control: the same Ironic offering its own API version.
-	unpinIronic(t, ctx, c)
-	v := ironicMaxVersion(t)
-	if minor, _ := strconv.Atoi(strings.TrimPrefix(v, "1.")); minor < 86 {
-		t.Fatalf("unpinned Ironic offers API %s, want 1.86 or newer", v)
+// apiMinor is the minor number of an Ironic API version 1.N, or -1.
+func apiMinor(v string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(v, "1."))
+	if err != nil || !strings.HasPrefix(v, "1.") {
+		return -1
 	}
-	// Ironic's database went with its pod: enroll the node again, with
-	// the firmware interface of every ipmi host (Ironic's ipmi hardware
-	// type has no other; the field needs API 1.86); the new BMO finds it
-	// by name and records its ID.
-	api86 := *api
-	api86.version = "1.86"
-	uuid := createFakeNode(t, ctx, &api86, name, map[string]any{"firmware_interface": "no-firmware"})
-	restartBMO(t, ctx, c)
-	waitFor(t, ctx, 5*time.Minute, "the unpinned Ironic to crash BMO", func() (bool, string) {
-		w, err := c.DeploymentState(ctx, render.BMONamespace, "baremetal-operator")
-		if err != nil {
-			return false, err.Error()
-		}
-		return w.Restarts > 0, fmt.Sprintf("BareMetalHost's Ironic node %s (the new one is %s), BMO %d restarts",
-			bmhProvisioningID(ctx, dyn, name), uuid, w.Restarts)
-	})
-	prev := podLog(render.BMONamespace, "deploy/baremetal-operator", "", "--previous")
-	for _, want := range []string{"nil pointer dereference", "GetFirmwareComponents"} {
-		if !strings.Contains(prev, want) {
-			t.Errorf("BMO restarted without %q in its last log:\n%s", want, command.Tail(prev, 30))
-		}
-	}
-	if m := regexp.MustCompile(`(?m)^panic:.*$|^.*ironic\.\(\*ironicProvisioner\)\.GetFirmwareComponents.*$`).FindAllString(prev, 2); len(m) > 0 {
-		t.Logf("Ironic unpinned (API %s): BMO crashed:\n  %s", v, strings.Join(m, "\n  "))
-	}
+	return n
 }
 
 // runningUnrestarted fails the test unless Ironic and BMO are ready and
@@ -186,75 +204,9 @@ func runningUnrestarted(t *testing.T, ctx context.Context, c *kube.Client) {
 			t.Fatal(err)
 		}
 		if !w.Ready || w.Restarts != 0 {
-			t.Fatalf("%s/%s with Ironic pinned: ready %v, %d restarts (%s)\n%s", d.ns, d.name, w.Ready, w.Restarts, w.Detail,
+			t.Fatalf("%s/%s: ready %v, %d restarts (%s)\n%s", d.ns, d.name, w.Ready, w.Restarts, w.Detail,
 				command.Tail(podLog(d.ns, "deploy/"+d.name, d.container), 30))
 		}
-	}
-}
-
-// validFirmwareStatus writes a host's HostFirmwareComponents status as
-// BMO v0.6.0's reconciler computes it for a host without updates (Valid,
-// no change detected, no updates), with the components list its CRD
-// requires, so that the reconciler has nothing to write and goes on to
-// GetFirmwareComponents.
-func validFirmwareStatus(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string) {
-	t.Helper()
-	res := dyn.Resource(metal3.GroupVersion.WithResource("hostfirmwarecomponents")).Namespace(render.Namespace)
-	hfc, err := res.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("BMO made no HostFirmwareComponents for %s: %v", name, err)
-	}
-	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ, status string) map[string]any {
-		return map[string]any{"type": typ, "status": status, "reason": "OK", "message": "",
-			"observedGeneration": hfc.GetGeneration(), "lastTransitionTime": now}
-	}
-	hfc.Object["status"] = map[string]any{
-		"updates": []any{}, "components": []any{}, "lastUpdated": now,
-		"conditions": []any{cond("Valid", "True"), cond("ChangeDetected", "False")},
-	}
-	if _, err := res.UpdateStatus(ctx, hfc, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("writing the status of HostFirmwareComponents %s: %v", name, err)
-	}
-}
-
-// restartBMO replaces the baremetal-operator's pod and waits for the new one.
-func restartBMO(t *testing.T, ctx context.Context, c *kube.Client) {
-	t.Helper()
-	if err := c.CS.CoreV1().Pods(render.BMONamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=baremetal-operator"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitDeployment(ctx, render.BMONamespace, "baremetal-operator", 5*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// unpinIronic rolls Ironic out again without IRONIC_PIN_RELEASE, so that
-// it offers its own newest API version.
-func unpinIronic(t *testing.T, ctx context.Context, c *kube.Client) {
-	t.Helper()
-	d, err := c.CS.AppsV1().Deployments(render.IronicNamespace).Get(ctx, "ironic", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for i := range d.Spec.Template.Spec.Containers {
-		ct := &d.Spec.Template.Spec.Containers[i]
-		for j := range ct.Env {
-			if ct.Env[j].Name == "IRONIC_PIN_RELEASE" {
-				ct.Env[j].Value, found = "", true
-			}
-		}
-	}
-	if !found {
-		t.Fatal("the ironic Deployment sets no IRONIC_PIN_RELEASE")
-	}
-	if _, err := c.CS.AppsV1().Deployments(render.IronicNamespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitDeployment(ctx, render.IronicNamespace, "ironic", 10*time.Minute); err != nil {
-		t.Fatal(err)
 	}
 }
 

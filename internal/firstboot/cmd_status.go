@@ -82,10 +82,16 @@ func buildStatus(p paths) (status.Report, error) {
 		r.Cluster, r.Hosts = clusterStatus(ctx, kubeconfig, hosts)
 	} else {
 		for _, h := range hosts {
-			r.Hosts = append(r.Hosts, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
+			r.Hosts = append(r.Hosts, hostRow(h))
 		}
 	}
 	return r, nil
+}
+
+// hostRow is a site host as status shows it before the cluster answers.
+func hostRow(h sitestep.Host) status.Host {
+	return status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC,
+		BMCType: h.BMCType, BootMode: h.BootMode, BootInterface: h.BootInterface}
 }
 
 // clusterStatus asks the API server about the node, the pods that are not
@@ -93,7 +99,7 @@ func buildStatus(p paths) (status.Report, error) {
 func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host) (*status.Cluster, []status.Host) {
 	out := make([]status.Host, 0, len(hosts))
 	for _, h := range hosts {
-		out = append(out, status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC})
+		out = append(out, hostRow(h))
 	}
 	c := &status.Cluster{PodsNotReady: []string{}}
 	cfg, err := kube.ReadConfig(kubeconfig)

@@ -147,10 +147,9 @@ func TestHostProvision(t *testing.T) {
 		return states["node-0"].State == "inspecting", fmt.Sprint(states["node-0"])
 	})
 	uids := bmhUIDs(t, ctx, c)
-	// Ironic offers what BMO v0.6.0 needs (>= 1.81) and not the firmware
-	// API (1.86) whose path crashes BMO v0.6.0.
-	if v := ironicMaxVersion(t); v != "1.83" {
-		t.Errorf("Ironic offers API %s, want 1.83 (pinned to release 22.0, below the firmware API 1.86)", v)
+	// Ironic offers what BMO needs.
+	if v := ironicMaxVersion(t); apiMinor(v) < bmoBaseline {
+		t.Errorf("Ironic offers API %s, want 1.%d or newer (the baremetal-operator's baseline)", v, bmoBaseline)
 	}
 	first.Process.Kill()
 	<-exited
@@ -226,6 +225,10 @@ func TestHostProvision(t *testing.T) {
 	}
 	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
 		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
+	}
+	// How Ironic drives it: a SeaBIOS machine behind virtualbmc.
+	if n0 := byName["node-0"]; n0.BMCType != "ipmi" || n0.BootMode != "legacy" || n0.BootInterface != "ipxe" {
+		t.Errorf("status shows node-0 driven as %s, %s/%s; want ipmi, legacy/ipxe", n0.BMCType, n0.BootMode, n0.BootInterface)
 	}
 	for name, want := range map[string][2]string{
 		"node-badpass": {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},

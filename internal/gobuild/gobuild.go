@@ -57,15 +57,23 @@ func Env() []string {
 	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off", "GOFLAGS="}
 }
 
-// RecipeEnv is Env with the recipe's own settings: cgo, and the module
-// the checksum database is not asked about.
+// RecipeEnv is Env with the recipe's own settings: cgo, and the modules
+// the checksum database is not asked about (the recipe's module and the
+// modules its replace directives take from the proxy).
 func RecipeEnv(r *recipes.GoRecipe) []string {
 	env := Env()
 	if r.Cgo {
 		env = append(env, "CGO_ENABLED=1")
 	}
 	if r.UncheckedSum && r.Module != "" {
-		env = append(env, "GONOSUMDB="+r.Module)
+		unchecked := []string{r.Module}
+		for _, target := range r.Replace {
+			if p, _, ok := strings.Cut(target, "@"); ok && !strings.HasPrefix(p, r.Module) {
+				unchecked = append(unchecked, p)
+			}
+		}
+		sort.Strings(unchecked[1:])
+		env = append(env, "GONOSUMDB="+strings.Join(unchecked, ","))
 	}
 	return env
 }

@@ -122,3 +122,30 @@ func TestLdflags(t *testing.T) {
 		t.Fatal("an unknown template field expanded without error")
 	}
 }
+
+// TestRecipeEnvUnchecked: an unchecked recipe keeps its module and the
+// modules its replace directives take from the proxy out of the checksum
+// database's lookups; a local folder is no module to look up.
+func TestRecipeEnvUnchecked(t *testing.T) {
+	r := &recipes.GoRecipe{Name: "bmo", Module: "example.test/bmo", Version: "v0.13.2", UncheckedSum: true,
+		Replace: map[string]string{
+			"example.test/bmo/pkg/hw": "example.test/bmo/pkg/hw@v0.13.1",
+			"example.test/other/api":  "example.test/other/api@v0.8.0",
+			"example.test/local":      "../local",
+		}}
+	var got string
+	for _, e := range RecipeEnv(r) {
+		if v, ok := strings.CutPrefix(e, "GONOSUMDB="); ok {
+			got = v
+		}
+	}
+	if want := "example.test/bmo,example.test/other/api"; got != want {
+		t.Errorf("GONOSUMDB=%q, want %q", got, want)
+	}
+	r.UncheckedSum = false
+	for _, e := range RecipeEnv(r) {
+		if strings.HasPrefix(e, "GONOSUMDB=") {
+			t.Errorf("a checked recipe has %s", e)
+		}
+	}
+}

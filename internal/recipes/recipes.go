@@ -61,12 +61,13 @@ type GoRecipe struct {
 	// so the wrapper module must repeat them.
 	ReplaceLocal bool `yaml:"replaceLocal,omitempty"`
 	// UpstreamSum starts the wrapper's go.sum from the module's own, for
-	// modules that need a version the checksum database does not know
-	// (baremetal-operator v0.6.0's gophercloud pseudo-version).
+	// modules whose dependencies should be exactly the ones upstream
+	// tested, or include a version the checksum database does not know.
 	UpstreamSum bool `yaml:"upstreamSum,omitempty"`
 	// UncheckedSum is for a module version the checksum database does not
 	// know (flannel v0.27.4): go.sum records the hash the module proxy
 	// serves, and the build's cache key and the lock pin what was built.
+	// It covers the modules Replace takes from the proxy too.
 	UncheckedSum bool `yaml:"uncheckedSum,omitempty"`
 	// Cgo builds with cgo (flannel's UDP back end is C): the binary then
 	// needs the C library, which the image must carry (debs: [libc6]).

@@ -185,16 +185,57 @@ func TestValidSitesPassBMOWebhook(t *testing.T) {
 	}
 }
 
-// CheckWebhook does refuse what the baremetal-operator refuses.
+// CheckWebhook refuses what the baremetal-operator v0.13.2 refuses, each
+// with the field at fault, and takes what it takes.
 func TestCheckWebhookRefuses(t *testing.T) {
-	objs := renderSite3(t)
-	for _, o := range objs {
-		if bmh, ok := o.(*metal3.BareMetalHost); ok {
-			bmh.Spec.BMC.Address = "nosuchscheme://10.0.0.1"
-			break
+	for _, c := range []struct {
+		name   string
+		change func(*metal3.BareMetalHost)
+		want   string // "" when the operator takes it
+	}{
+		{"unknown scheme", func(b *metal3.BareMetalHost) { b.Spec.BMC.Address = "nosuchscheme://10.0.0.1" }, "spec.bmc.address: "},
+		// Inspection finds an ipmi host's NICs.
+		{"ipmi without MAC", func(b *metal3.BareMetalHost) { b.Spec.BootMACAddress = "" }, ""},
+		{"ipmi without MAC, no inspection", func(b *metal3.BareMetalHost) {
+			b.Spec.BootMACAddress, b.Spec.InspectionMode = "", metal3.InspectionModeDisabled
+		}, "spec.bootMACAddress: BMC driver ipmi requires"},
+		{"bad MAC", func(b *metal3.BareMetalHost) { b.Spec.BootMACAddress = "52:54:00:zz:00:01" }, "spec.bootMACAddress: "},
+		{"virtual media without MAC", func(b *metal3.BareMetalHost) {
+			b.Spec.BMC.Address, b.Spec.BootMACAddress = "redfish-virtualmedia://10.0.0.1/redfish/v1/Systems/1", ""
+		}, ""},
+		{"virtual media without MAC, no inspection", func(b *metal3.BareMetalHost) {
+			b.Spec.BMC.Address, b.Spec.BootMACAddress = "redfish-virtualmedia://10.0.0.1/redfish/v1/Systems/1", ""
+			b.Spec.InspectionMode = metal3.InspectionModeDisabled
+		}, "spec.bootMACAddress: "},
+		{"secure boot over ipmi", func(b *metal3.BareMetalHost) { b.Spec.BootMode = metal3.UEFISecureBoot }, "spec.bootMode: BMC driver ipmi does not support secure boot"},
+		{"secure boot over redfish", func(b *metal3.BareMetalHost) {
+			b.Spec.BMC.Address, b.Spec.BootMode = "redfish://10.0.0.1/redfish/v1/Systems/1", metal3.UEFISecureBoot
+		}, ""},
+		{"UUID name", func(b *metal3.BareMetalHost) { b.Name = "123e4567-e89b-12d3-a456-426614174000" }, "metadata.name: BareMetalHost resource name cannot be a UUID"},
+		{"by-id root hint", func(b *metal3.BareMetalHost) {
+			b.Spec.RootDeviceHints = &metal3.RootDeviceHints{DeviceName: "/dev/disk/by-id/wwn-0x5000"}
+		}, "spec.rootDeviceHints.deviceName: "},
+		{"by-path root hint", func(b *metal3.BareMetalHost) {
+			b.Spec.RootDeviceHints = &metal3.RootDeviceHints{DeviceName: "/dev/disk/by-path/pci-0000:00:1f.2-ata-1"}
+		}, ""},
+		{"cross-namespace user data", func(b *metal3.BareMetalHost) {
+			b.Spec.UserData = &corev1.SecretReference{Name: "x", Namespace: "elsewhere"}
+		}, "spec.userData: cross-namespace"},
+		{"power off disabled, offline", func(b *metal3.BareMetalHost) { b.Spec.DisablePowerOff, b.Spec.Online = true, false }, "spec.disablePowerOff: "},
+	} {
+		objs := renderSite3(t)
+		for _, o := range objs {
+			if bmh, ok := o.(*metal3.BareMetalHost); ok && strings.HasPrefix(bmh.Spec.BMC.Address, "ipmi://") {
+				c.change(bmh)
+				break
+			}
 		}
-	}
-	if err := CheckWebhook(objs); err == nil || !strings.Contains(err.Error(), "would refuse") {
-		t.Errorf("CheckWebhook of a host with an unknown BMC scheme = %v", err)
+		err := CheckWebhook(objs)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused, but the operator takes it: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), "would refuse") || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: CheckWebhook = %v, want %q", c.name, err, c.want)
+		}
 	}
 }

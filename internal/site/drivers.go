@@ -4,30 +4,42 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/metal3-io/baremetal-operator/pkg/hardwareutils/bmc"
 )
 
 // driver is what Ironic needs to drive a BMC address scheme as the
 // baremetal-operator registers it: the node's hardware type and its boot
-// interface (pkg/hardwareutils/bmc of BMO).
+// interface.
 type driver struct {
 	hardwareType, bootInterface string
 }
 
-// bmcDrivers are the schemes the baremetal-operator knows.
-var bmcDrivers = map[string]driver{
-	"ipmi":                 {"ipmi", "ipxe"},
-	"redfish":              {"redfish", "ipxe"},
-	"redfish-virtualmedia": {"redfish", "redfish-virtual-media"},
-	"idrac":                {"idrac", "ipxe"},
-	"idrac-redfish":        {"idrac", "ipxe"},
-	"idrac-virtualmedia":   {"idrac", "idrac-redfish-virtual-media"},
-}
+// siteSchemes are the BMC address schemes a site may name, each a scheme
+// of the baremetal-operator the stick deploys. (BMO also knows libvirt,
+// ilo5-redfish, ilo5-virtualmedia and redfish-uefihttp, which bootstick
+// does not offer.)
+var siteSchemes = []string{"ipmi", "redfish", "redfish-virtualmedia", "idrac-redfish", "idrac-virtualmedia"}
+
+// bmcDrivers maps each site scheme to its driver, as BMO's own parser
+// (pkg/hardwareutils/bmc) decides it. A scheme the parser does not know
+// is left out, and so refused (TestBMCDrivers holds the list).
+var bmcDrivers = func() map[string]driver {
+	out := map[string]driver{}
+	for _, scheme := range siteSchemes {
+		if hw, boot := BMCDriver(scheme + "://192.0.2.1/redfish/v1/Systems/1"); hw != "" {
+			out[scheme] = driver{hw, boot}
+		}
+	}
+	return out
+}()
 
 // goneSchemes are schemes the baremetal-operator no longer knows.
 var goneSchemes = map[string]string{
-	"ilo4": "current Metal3 dropped its iLO 4 driver: use redfish:// (iLO 4 speaks Redfish from firmware 2.50)",
-	"ilo5": "current Metal3 dropped its iLO 5 driver: use redfish://",
-	"irmc": "current Metal3 dropped its iRMC driver: use redfish://",
+	"ilo4":  "current Metal3 dropped its iLO 4 driver: use redfish:// (iLO 4 speaks Redfish from firmware 2.50)",
+	"ilo5":  "current Metal3 dropped its iLO 5 driver: use redfish://",
+	"irmc":  "current Metal3 dropped its iRMC driver: use redfish://",
+	"idrac": "current Metal3 dropped its iDRAC WS-Man driver: use redfish:// (an iDRAC speaks Redfish)",
 }
 
 // StickIronic is what the stick's Ironic enables: the enabled hardware
@@ -68,4 +80,15 @@ func schemeRefused(scheme string) string {
 		return fmt.Sprintf("this stick's Ironic has no %s boot interface", d.bootInterface)
 	}
 	return ""
+}
+
+// BMCDriver is how the baremetal-operator registers a BMC address with
+// Ironic: the hardware type and the boot interface ("" and "" for an
+// address it does not parse).
+func BMCDriver(address string) (hardwareType, bootInterface string) {
+	acc, err := bmc.NewAccessDetails(address, false)
+	if err != nil {
+		return "", ""
+	}
+	return acc.Driver(), acc.BootInterface()
 }

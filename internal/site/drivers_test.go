@@ -50,7 +50,7 @@ func TestBMCSchemes(t *testing.T) {
 		"ipmi":                 "",
 		"redfish":              "",
 		"redfish-virtualmedia": "no redfish-virtual-media boot interface",
-		"idrac":                "no idrac hardware type",
+		"idrac":                "dropped its iDRAC WS-Man driver",
 		"idrac-redfish":        "no idrac hardware type",
 		"idrac-virtualmedia":   "no idrac hardware type",
 		"ilo5":                 "dropped its iLO 5 driver",
@@ -59,6 +59,42 @@ func TestBMCSchemes(t *testing.T) {
 	} {
 		if got := schemeRefused(scheme); want == "" && got != "" || !strings.Contains(got, want) {
 			t.Errorf("%s: refused %q, want %q", scheme, got, want)
+		}
+	}
+}
+
+// TestBMCDrivers: the operator's parser gives each scheme the hardware
+// type and boot interface Ironic registers it with.
+func TestBMCDrivers(t *testing.T) {
+	want := map[string]driver{
+		"ipmi":                 {"ipmi", "ipxe"},
+		"redfish":              {"redfish", "ipxe"},
+		"redfish-virtualmedia": {"redfish", "redfish-virtual-media"},
+		"idrac-redfish":        {"idrac", "ipxe"},
+		"idrac-virtualmedia":   {"idrac", "idrac-redfish-virtual-media"},
+	}
+	for scheme, w := range want {
+		if got := bmcDrivers[scheme]; got != w {
+			t.Errorf("%s: %+v, want %+v", scheme, got, w)
+		}
+	}
+	if len(bmcDrivers) != len(want) {
+		t.Errorf("bmcDrivers = %v", bmcDrivers)
+	}
+}
+
+// TestBMCDriverOfAddress: status shows what the operator registers each
+// address with.
+func TestBMCDriverOfAddress(t *testing.T) {
+	for addr, want := range map[string][2]string{
+		"ipmi://172.22.0.2:6230":                                 {"ipmi", "ipxe"},
+		"redfish+https://10.0.0.5/redfish/v1/Systems/1":          {"redfish", "ipxe"},
+		"redfish-virtualmedia://10.0.0.5/redfish/v1/Systems/1":   {"redfish", "redfish-virtual-media"},
+		"idrac-virtualmedia://10.0.0.5/redfish/v1/Systems/S.E.1": {"idrac", "idrac-redfish-virtual-media"},
+		"irmc://10.0.0.5": {"", ""},
+	} {
+		if hw, boot := BMCDriver(addr); hw != want[0] || boot != want[1] {
+			t.Errorf("BMCDriver(%s) = %s, %s; want %s, %s", addr, hw, boot, want[0], want[1])
 		}
 	}
 }

@@ -289,8 +289,12 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 		}
 		if hints := h.RootDeviceHints; hints != nil {
 			rp := hp.Child("rootDeviceHints")
-			if hints.DeviceName != "" && (!strings.HasPrefix(hints.DeviceName, "/dev/") || path.Clean(hints.DeviceName) != hints.DeviceName) {
-				errs = append(errs, field.Invalid(rp.Child("deviceName"), hints.DeviceName, "must be a device path under /dev/"))
+			// The baremetal-operator takes /dev/NAME and /dev/disk/by-path/NAME
+			// only (for other links, use the hints serialNumber, wwn, ...).
+			if sub, ok := strings.CutPrefix(hints.DeviceName, "/dev/"); hints.DeviceName != "" &&
+				(!ok || path.Clean(hints.DeviceName) != hints.DeviceName || strings.Contains(strings.TrimPrefix(sub, "disk/by-path/"), "/")) {
+				errs = append(errs, field.Invalid(rp.Child("deviceName"), hints.DeviceName,
+					"must be /dev/NAME or /dev/disk/by-path/NAME (for a disk by serial number or WWN, use serialNumber or wwn)"))
 			}
 			if hints.HCTL != "" && !hctlPattern.MatchString(hints.HCTL) {
 				errs = append(errs, field.Invalid(rp.Child("hctl"), hints.HCTL, "must be Host:Channel:Target:Lun, e.g. 0:0:0:0"))

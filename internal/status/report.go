@@ -56,11 +56,17 @@ type Service struct {
 // Host is one site host: from the site (name, BMC without credentials,
 // boot MAC) and from its BareMetalHost (state, error).
 type Host struct {
-	Name  string `json:"name"`
-	Role  string `json:"role,omitempty"`
-	BMC   string `json:"bmc"`
-	MAC   string `json:"mac"`
-	State string `json:"state"`
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+	BMC  string `json:"bmc"`
+	MAC  string `json:"mac"`
+	// BMCType is the Ironic hardware type the BMC is driven with (ipmi,
+	// redfish, idrac), BootMode the site's (UEFI, legacy), and
+	// BootInterface how Ironic boots the host (ipxe, redfish-virtual-media).
+	BMCType       string `json:"bmcType,omitempty"`
+	BootMode      string `json:"bootMode,omitempty"`
+	BootInterface string `json:"bootInterface,omitempty"`
+	State         string `json:"state"`
 	// Since is when the host entered State (zero: unknown), and
 	// SecondsInState how long ago that was when the report was made.
 	Since          time.Time `json:"since,omitzero"`
@@ -230,7 +236,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if len(r.Hosts) > 0 {
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tMAC\tSTATE\tFOR\tNODE\tERROR")
+		fmt.Fprintln(tw, "HOST\tROLE\tBMC\tTYPE\tBOOT\tMAC\tSTATE\tFOR\tNODE\tERROR")
 		for _, h := range r.Hosts {
 			state, took := h.State, "-"
 			if state == "" {
@@ -250,12 +256,28 @@ func (r Report) WriteText(w io.Writer) error {
 			if node == "" {
 				node = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, h.MAC, state, took, node, why)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Role, h.BMC, orDash(h.BMCType),
+				bootWords(h.BootMode, h.BootInterface), h.MAC, state, took, node, why)
 		}
 		tw.Flush()
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// bootWords is a host's boot mode and Ironic boot interface: "UEFI/ipxe".
+func bootWords(mode, iface string) string {
+	if mode == "" && iface == "" {
+		return "-"
+	}
+	return orDash(mode) + "/" + orDash(iface)
 }
 
 func fmtSeconds(s float64) string {

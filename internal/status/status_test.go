@@ -84,6 +84,46 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+// TestReportHostsShowDriver: each host's row and JSON carry its BMC's
+// hardware type, boot mode and boot interface.
+func TestReportHostsShowDriver(t *testing.T) {
+	r := Build(Input{State: failedState()})
+	r.Hosts = []Host{
+		{Name: "node-0", Role: "master", BMC: "ipmi://172.22.0.2:6230", MAC: "52:54:00:b0:07:10", State: "provisioned",
+			BMCType: "ipmi", BootMode: "legacy", BootInterface: "ipxe"},
+		{Name: "node-1", Role: "worker", BMC: "redfish+https://172.22.0.2:8000/redfish/v1/Systems/node-1", MAC: "52:54:00:b0:07:11",
+			State: "provisioning", BMCType: "redfish", BootMode: "UEFI", BootInterface: "ipxe"},
+		{Name: "node-2", Role: "worker", BMC: "ipmi://172.22.0.2:6232", MAC: "52:54:00:b0:07:12"},
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	rows := map[string][]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 5 {
+			rows[f[0]] = f
+		}
+	}
+	if h := rows["HOST"]; len(h) < 5 || h[3] != "TYPE" || h[4] != "BOOT" {
+		t.Fatalf("header %v, want TYPE and BOOT after BMC:\n%s", h, b.String())
+	}
+	for name, want := range map[string][2]string{"node-0": {"ipmi", "legacy/ipxe"}, "node-1": {"redfish", "UEFI/ipxe"}, "node-2": {"-", "-"}} {
+		if f := rows[name]; len(f) < 5 || f[3] != want[0] || f[4] != want[1] {
+			t.Errorf("%s: row %v, want %s %s", name, f, want[0], want[1])
+		}
+	}
+	b.Reset()
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if h := back.Hosts[1]; h.BMCType != "redfish" || h.BootMode != "UEFI" || h.BootInterface != "ipxe" {
+		t.Errorf("JSON lost node-1's driver: %+v", h)
+	}
+}
+
 func TestReportJSON(t *testing.T) {
 	r := Build(Input{State: failedState()})
 	var b bytes.Buffer

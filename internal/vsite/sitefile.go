@@ -93,6 +93,14 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 			"bootMACAddress": mac,
 			"image":          img,
 		}
+		// The boot mode the machine's firmware has, as an operator would
+		// write it (the site's default is UEFI).
+		switch mc.Firmware {
+		case FirmwareBIOS:
+			host["bootMode"] = "legacy"
+		case FirmwareUEFI:
+			host["bootMode"] = "UEFI"
+		}
 		if h.Address.IsValid() {
 			mask := net.IP(net.CIDRMask(s.opts.Network.Bits(), 32))
 			host["networkData"] = m{
