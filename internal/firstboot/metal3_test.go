@@ -42,16 +42,21 @@ const (
 	m3Address = "172.22.0.1"
 	m3BMC     = "172.22.0.2"
 	m3HostIP  = "172.22.0.50"
+	// m3UEFIHostIP is the UEFI host's static address.
+	m3UEFIHostIP = "172.22.0.51"
 )
 
 // TestHostProvision is Journey A: firstboot in host mode with a site of
 // virtual hosts (QEMU under TCG, each with a virtualbmc BMC that Ironic
-// drives over IPMI). node-0 goes registering → inspecting → available →
-// provisioning → provisioned: it PXE-boots the deploy ramdisk from
-// Ironic's DHCP, TFTP and HTTP, gets the compute image written to its
-// disk, boots it, and cloud-init applies the user data and the network
-// data; an SSH login with firstboot's key shows the site's hostname and
-// address. Beside it, four hosts fail as a person would get them wrong —
+// drives over IPMI). node-0 (SeaBIOS, legacy) goes registering →
+// inspecting → available → provisioning → provisioned: it PXE-boots the
+// deploy ramdisk from Ironic's DHCP, TFTP and HTTP, gets the compute
+// image written to its disk, boots it, and cloud-init applies the user
+// data and the network data; an SSH login with firstboot's key shows the
+// site's hostname and address. node-uefi does the same in parallel as a
+// real server does: UEFI firmware (OVMF) with two NICs, their option ROMs
+// off, so that the firmware's own PXE client loads snponly.efi over TFTP
+// (its console shows it). Beside them, four hosts fail as a person would get them wrong —
 // a BMC that does not answer, a wrong BMC password, an OS image checksum
 // that does not match, a boot MAC that matches no NIC — and the run's log
 // and status say so in words. firstboot is killed during the site step: the next run
@@ -78,6 +83,8 @@ func TestHostProvision(t *testing.T) {
 		{Name: "node-badpass", MAC: "52:54:00:b0:07:11", BMCPort: 6231, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 256},
 		{Name: "node-badsum", MAC: "52:54:00:b0:07:13", BMCPort: 6232, BMCUser: "admin", BMCPassword: pw()},
 		{Name: "node-badmac", MAC: "52:54:00:b0:07:14", BMCPort: 6233, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 512},
+		{Name: "node-uefi", MAC: "52:54:00:b0:07:16", BMCPort: 6234, BMCUser: "admin", BMCPassword: pw(),
+			Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:17:16"}},
 	}
 	vs := startSite(t, ctx, machines)
 
@@ -99,6 +106,7 @@ func TestHostProvision(t *testing.T) {
 			{Machine: "node-badsum", Image: &vsite.SiteImage{URL: fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 				Checksum: strings.Repeat("0", 64), Format: "qcow2"}},
 			{Machine: "node-badmac", BootMAC: "52:54:00:b0:07:15"}, // its NIC is :14
+			{Machine: "node-uefi", Address: netip.MustParseAddr(m3UEFIHostIP)},
 		},
 	})
 	var outputs []string
@@ -175,8 +183,8 @@ func TestHostProvision(t *testing.T) {
 	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
 		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
 	}
-	if !strings.Contains(out, "1 of 5 hosts provisioned") {
-		t.Errorf("the second run did not log 1 of 5 hosts provisioned:\n%s", command.Tail(out, 30))
+	if !strings.Contains(out, "2 of 6 hosts provisioned") {
+		t.Errorf("the second run did not log 2 of 6 hosts provisioned:\n%s", command.Tail(out, 30))
 	}
 	// Each fault is named, with what to do, in the run's log.
 	for name, want := range map[string]string{"node-badsum": "image.checksum", "node-badmac": "bootMACAddress",
@@ -188,33 +196,71 @@ func TestHostProvision(t *testing.T) {
 	// The operator's own record: registered, inspected (then available
 	// until provisioning started), provisioned, in that order.
 	historyTable(t, "node-0", watch.last["node-0"].History)
+	historyTable(t, "node-uefi", watch.last["node-uefi"].History)
 
-	// The host boots its own disk; cloud-init gave it the site's name,
+	// Each host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
-	hostname, addrs := sshRun(t, ctx, h.data, "node-0", m3HostIP, vs.SerialLog("node-0"))
-	if hostname != "node-0" {
-		t.Errorf("the host calls itself %q, want node-0", hostname)
+	for _, hs := range []struct{ name, ip string }{{"node-0", m3HostIP}, {"node-uefi", m3UEFIHostIP}} {
+		hostname, addrs := sshRun(t, ctx, h.data, hs.name, hs.ip, vs.SerialLog(hs.name))
+		if hostname != hs.name {
+			t.Errorf("%s calls itself %q", hs.name, hostname)
+		}
+		if !strings.Contains(addrs, hs.ip+"/24") {
+			t.Errorf("ip addr on %s shows no %s/24:\n%s", hs.name, hs.ip, addrs)
+		}
 	}
-	if !strings.Contains(addrs, m3HostIP+"/24") {
-		t.Errorf("ip addr on the host shows no %s/24:\n%s", m3HostIP, addrs)
+	// The UEFI host booted as a real server does: its firmware's own PXE
+	// client (the NICs' option ROMs are off) loaded snponly.efi.
+	uefiConsole, err := os.ReadFile(vs.SerialLog("node-uefi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`).ReplaceAllString(string(uefiConsole), "")
+	if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
+		t.Errorf("node-uefi's console shows no firmware PXE loading snponly.efi:\n%s", command.Tail(plain, 40))
+	} else {
+		t.Logf("node-uefi's console: %s", regexp.MustCompile(`(?s)>>Start PXE over IPv4.*?NBP file[^\n]*downloaded[^\n]*`).FindString(plain))
 	}
 
 	// The deploy ramdisk booted under TCG and the agent found its node
-	// through Ironic's lookup API: its own line on node-0's console.
+	// through Ironic's lookup API: its own line on each host's console.
+	// Ironic drove each in the boot mode the site gave, by iPXE.
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, err := os.ReadFile(vs.SerialLog("node-0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id := bmhProvisioningID(ctx, dyn, "node-0"); id == "" {
-		t.Errorf("node-0's BareMetalHost names no Ironic node")
-	} else if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).Find(serial); line == nil {
-		t.Errorf("node-0's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", id, command.Tail(string(serial), 30))
-	} else {
-		t.Logf("node-0's console: %s", strings.TrimSpace(string(line)))
+	api := ironicAsBMO(t, ctx, c)
+	for name, mode := range map[string]string{"node-0": "bios", "node-uefi": "uefi"} {
+		serial, err := os.ReadFile(vs.SerialLog(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := bmhProvisioningID(ctx, dyn, name)
+		if id == "" {
+			t.Errorf("%s's BareMetalHost names no Ironic node", name)
+			continue
+		}
+		if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).Find(serial); line == nil {
+			t.Errorf("%s's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", name, id, command.Tail(string(serial), 30))
+		} else {
+			t.Logf("%s's console: %s", name, strings.TrimSpace(string(line)))
+		}
+		// BMO gives the node its boot mode as a capability.
+		var node struct {
+			Driver        string `json:"driver"`
+			BootInterface string `json:"boot_interface"`
+			Properties    struct {
+				Capabilities string `json:"capabilities"`
+			} `json:"properties"`
+		}
+		if err := api.do(ctx, http.MethodGet, "/v1/nodes/"+id, nil, &node); err != nil {
+			t.Errorf("Ironic's node of %s: %v", name, err)
+		} else if caps := node.Properties.Capabilities; node.Driver != "ipmi" || node.BootInterface != "ipxe" ||
+			!strings.Contains(","+caps+",", ",boot_mode:"+mode+",") {
+			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q; want ipmi, ipxe, boot_mode:%s", name, node.Driver, node.BootInterface, caps, mode)
+		} else {
+			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s", name, node.Driver, node.BootInterface, caps)
+		}
 	}
 
 	// Status: each host's state, time in it, and the faults in words.
@@ -226,9 +272,15 @@ func TestHostProvision(t *testing.T) {
 	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
 		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
 	}
-	// How Ironic drives it: a SeaBIOS machine behind virtualbmc.
-	if n0 := byName["node-0"]; n0.BMCType != "ipmi" || n0.BootMode != "legacy" || n0.BootInterface != "ipxe" {
-		t.Errorf("status shows node-0 driven as %s, %s/%s; want ipmi, legacy/ipxe", n0.BMCType, n0.BootMode, n0.BootInterface)
+	// How Ironic drives them: a SeaBIOS and an OVMF machine behind
+	// virtualbmc.
+	for name, mode := range map[string]string{"node-0": "legacy", "node-uefi": "UEFI"} {
+		if hs := byName[name]; hs.BMCType != "ipmi" || hs.BootMode != mode || hs.BootInterface != "ipxe" {
+			t.Errorf("status shows %s driven as %s, %s/%s; want ipmi, %s/ipxe", name, hs.BMCType, hs.BootMode, hs.BootInterface, mode)
+		}
+	}
+	if n := byName["node-uefi"]; n.State != "provisioned" || n.Error != "" {
+		t.Errorf("status shows node-uefi as %+v, want provisioned with no error", n)
 	}
 	for name, want := range map[string][2]string{
 		"node-badpass": {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},
@@ -426,8 +478,8 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 	for _, s := range states {
 		out[s.Name] = s.UID
 	}
-	if len(out) != 5 {
-		t.Fatalf("%d BareMetalHosts, want 5: %v", len(out), out)
+	if len(out) != 6 {
+		t.Fatalf("%d BareMetalHosts, want 6: %v", len(out), out)
 	}
 	return out
 }
