@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/qemu"
 )
 
 // Line is one serial console line, stamped with when the host saw it,
@@ -91,7 +93,7 @@ func (c *Console) feed(data []byte, at time.Duration) {
 		buf = buf[i+1:]
 		// Firmware and boot loaders draw with escape sequences; keep the
 		// text.
-		text = strings.TrimSpace(ansi.ReplaceAllString(text, ""))
+		text = strings.TrimSpace(qemu.ConsoleText([]byte(text)))
 		if text != "" {
 			c.lines = append(c.lines, Line{At: at, Text: text})
 		}
@@ -100,8 +102,6 @@ func (c *Console) feed(data []byte, at time.Duration) {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1bc`)
 
 // Close stops following (after a last read).
 func (c *Console) Close() {

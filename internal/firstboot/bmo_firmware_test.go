@@ -116,6 +116,15 @@ func TestBMOFirmwarePathSafe(t *testing.T) {
 	// also reconciles on the BareMetalHost's events, so only what BMO
 	// logs after the HostFirmwareComponents exists counts.
 	logged := len(podLog(render.BMONamespace, "deploy/baremetal-operator", ""))
+	// logSince is what BMO logged since then; a shorter log is a new
+	// container's, and fails the test.
+	logSince := func() string {
+		log := podLog(render.BMONamespace, "deploy/baremetal-operator", "")
+		if len(log) < logged {
+			t.Fatalf("BMO's log shrank: it restarted\n%s", command.Tail(log, 30))
+		}
+		return log[logged:]
+	}
 	hfc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": metal3.GroupVersion.String(), "kind": "HostFirmwareComponents",
 		"metadata": map[string]any{"name": name, "namespace": render.Namespace},
@@ -133,12 +142,8 @@ func TestBMOFirmwarePathSafe(t *testing.T) {
 	turnedBack := regexp.MustCompile(`(?m)^.*"msg":"(host is unmanaged[^"]*|host is currently detached[^"]*|provisioner is not ready|provisioner returns error)",` + ref + `.*$`)
 	var since string
 	waitFor(t, ctx, 5*time.Minute, "BMO to reconcile the HostFirmwareComponents", func() (bool, string) {
-		log := podLog(render.BMONamespace, "deploy/baremetal-operator", "")
-		if len(log) < logged {
-			t.Fatalf("BMO's log shrank: it restarted\n%s", command.Tail(log, 30))
-		}
-		since = log[logged:]
-		return reconciled.MatchString(since), command.Tail(log, 3)
+		since = logSince()
+		return reconciled.MatchString(since), command.Tail(since, 3)
 	})
 	t.Logf("BMO reconciled %s's HostFirmwareComponents: %s", name, reconciled.FindString(since))
 	if bmoSoak > 0 {
@@ -150,9 +155,7 @@ func TestBMOFirmwarePathSafe(t *testing.T) {
 		return !time.Now().Before(soakUntil), fmt.Sprintf("%s to go", time.Until(soakUntil).Round(time.Second))
 	})
 	runningUnrestarted(t, ctx, c)
-	if after := podLog(render.BMONamespace, "deploy/baremetal-operator", ""); len(after) < logged {
-		t.Errorf("BMO's log shrank: it restarted")
-	} else if m := turnedBack.FindString(after[logged:]); m != "" {
+	if m := turnedBack.FindString(logSince()); m != "" {
 		t.Errorf("BMO's reconciler turned back before the firmware path: %s", m)
 	}
 	// GetFirmwareComponents answered "unsupported": the reconciler wrote

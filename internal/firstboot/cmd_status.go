@@ -18,6 +18,7 @@ import (
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sitestep"
 	"github.com/bootstick/bootstick/internal/status"
 )
@@ -88,10 +89,12 @@ func buildStatus(p paths) (status.Report, error) {
 	return r, nil
 }
 
-// hostRow is a site host as status shows it before the cluster answers.
+// hostRow is a site host as status shows it before the cluster answers,
+// with how the baremetal-operator registers its BMC address in Ironic.
 func hostRow(h sitestep.Host) status.Host {
+	hw, boot := site.BMCDriver(h.BMC)
 	return status.Host{Name: h.Name, Role: h.Role, BMC: h.BMC, MAC: h.MAC,
-		BMCType: h.BMCType, BootMode: h.BootMode, BootInterface: h.BootInterface}
+		BMCType: hw, BootMode: h.BootMode, BootInterface: boot}
 }
 
 // clusterStatus asks the API server about the node, the pods that are not

@@ -26,6 +26,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/status"
@@ -215,7 +216,7 @@ func TestHostProvision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`).ReplaceAllString(string(uefiConsole), "")
+	plain := qemu.ConsoleText(uefiConsole)
 	if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
 		t.Errorf("node-uefi's console shows no firmware PXE loading snponly.efi:\n%s", command.Tail(plain, 40))
 	} else {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/sitestep"
 )
 
 func TestCNIConfig(t *testing.T) {
@@ -129,4 +130,22 @@ func waitHTTP(t *testing.T, url string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s never answered", url)
+}
+
+// TestHostRowShowsDriver: before the cluster answers, status shows each
+// site host with the hardware type and boot interface its BMC address is
+// registered with, and the site's boot mode.
+func TestHostRowShowsDriver(t *testing.T) {
+	for _, c := range []struct {
+		h                    sitestep.Host
+		typ, mode, bootIface string
+	}{
+		{sitestep.Host{Name: "n0", BMC: "ipmi://172.22.0.2:6230", BootMode: "legacy"}, "ipmi", "legacy", "ipxe"},
+		{sitestep.Host{Name: "n1", BMC: "redfish+https://10.0.0.5/redfish/v1/Systems/1", BootMode: "UEFI"}, "redfish", "UEFI", "ipxe"},
+		{sitestep.Host{Name: "n2", BMC: "redfish-virtualmedia://10.0.0.5/redfish/v1/Systems/1", BootMode: "UEFI"}, "redfish", "UEFI", "redfish-virtual-media"},
+	} {
+		if r := hostRow(c.h); r.BMCType != c.typ || r.BootMode != c.mode || r.BootInterface != c.bootIface || r.BMC != c.h.BMC {
+			t.Errorf("%s: row %+v, want %s %s/%s", c.h.Name, r, c.typ, c.mode, c.bootIface)
+		}
+	}
 }

@@ -68,7 +68,8 @@ func RecipeEnv(r *recipes.GoRecipe) []string {
 	if r.UncheckedSum && r.Module != "" {
 		unchecked := []string{r.Module}
 		for _, target := range r.Replace {
-			if p, _, ok := strings.Cut(target, "@"); ok && !strings.HasPrefix(p, r.Module) {
+			// GONOSUMDB matches whole path elements.
+			if p, _, ok := strings.Cut(target, "@"); ok && p != r.Module && !strings.HasPrefix(p, r.Module+"/") {
 				unchecked = append(unchecked, p)
 			}
 		}

@@ -131,6 +131,7 @@ func TestRecipeEnvUnchecked(t *testing.T) {
 		Replace: map[string]string{
 			"example.test/bmo/pkg/hw": "example.test/bmo/pkg/hw@v0.13.1",
 			"example.test/other/api":  "example.test/other/api@v0.8.0",
+			"example.test/bmo2/api":   "example.test/bmo2/api@v1.0.0", // not below example.test/bmo
 			"example.test/local":      "../local",
 		}}
 	var got string
@@ -139,7 +140,7 @@ func TestRecipeEnvUnchecked(t *testing.T) {
 			got = v
 		}
 	}
-	if want := "example.test/bmo,example.test/other/api"; got != want {
+	if want := "example.test/bmo,example.test/bmo2/api,example.test/other/api"; got != want {
 		t.Errorf("GONOSUMDB=%q, want %q", got, want)
 	}
 	r.UncheckedSum = false

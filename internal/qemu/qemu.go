@@ -479,3 +479,13 @@ func copyFile(src, dst string) error {
 	}
 	return os.WriteFile(dst, data, 0o644)
 }
+
+// terminalEscapes are the control sequences firmware and a Linux console
+// write to a serial port: CSI sequences (colour, cursor), character-set
+// selection and reset.
+var terminalEscapes = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1bc`)
+
+// ConsoleText is a serial console's text without its terminal escapes.
+func ConsoleText(b []byte) string {
+	return terminalEscapes.ReplaceAllString(string(b), "")
+}

@@ -51,12 +51,8 @@ type Host struct {
 	Role string `json:"role"`
 	BMC  string `json:"bmc"`
 	MAC  string `json:"mac"`
-	// BootMode is the site's (UEFI, legacy); BMCType (the hardware type)
-	// and BootInterface are what the baremetal-operator registers the BMC
-	// address with in Ironic.
-	BootMode      string `json:"bootMode,omitempty"`
-	BMCType       string `json:"bmcType,omitempty"`
-	BootInterface string `json:"bootInterface,omitempty"`
+	// BootMode is the site's (UEFI, legacy).
+	BootMode string `json:"bootMode,omitempty"`
 	// LastErrorType and LastError are the operator's last error for the
 	// host, kept by Follow: the operator clears its message each time it
 	// tries again.
@@ -125,9 +121,8 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
 	hosts := make([]Host, 0, len(s.Hosts))
 	for _, h := range s.Hosts {
-		hw, boot := site.BMCDriver(h.BMC.Address)
 		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: site.RedactUserinfo(h.BMC.Address), MAC: h.BootMACAddress,
-			BootMode: h.BootMode, BMCType: hw, BootInterface: boot})
+			BootMode: h.BootMode})
 	}
 	return hosts, nil
 }
