@@ -51,8 +51,9 @@ type redfishBMC struct {
 	// mediaDir keeps the image in the virtual CD while it is inserted.
 	mediaDir string
 	broken   bool
-	// fetch gets virtual media images. Like most BMCs' (VerifyCertificate
-	// false) it does not verify an HTTPS image server's certificate.
+	// fetch gets virtual media images. It verifies an HTTPS image
+	// server's certificate against the system's roots (VirtualMedia says
+	// VerifyCertificate true).
 	fetch *http.Client
 	mux   *http.ServeMux
 
@@ -85,8 +86,7 @@ func newRedfishBMC(m Machine, drv machineDriver, mediaDir string) *redfishBMC {
 		name: m.Name, user: user, password: m.BMCPassword,
 		drv: drv, mediaDir: mediaDir, broken: m.BMCBroken,
 		fetch: &http.Client{Transport: &http.Transport{
-			Proxy:           nil, // a BMC reaches the image server itself
-			TLSClientConfig: insecureTLS(),
+			Proxy: nil, // a BMC reaches the image server itself
 			// One download per insertion: an idle connection kept for
 			// reuse would outlive the site (and its goroutines with it).
 			DisableKeepAlives: true,

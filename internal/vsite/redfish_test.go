@@ -558,8 +558,9 @@ func (f *mediaFailsMachine) SetMedia(ctx context.Context, file string) error {
 }
 
 // A failed InsertMedia leaves the drive empty, no file behind and the
-// virtual CD not inserted: a cut-off download, or a drive that does not
-// take the image.
+// virtual CD not inserted: a cut-off download, an HTTPS image server
+// whose certificate is not trusted (the BMC verifies it), or a drive that
+// does not take the image.
 func TestRedfishBMCFailedInsertLeavesNothing(t *testing.T) {
 	m := Machine{Name: "node-0", MAC: "52:54:00:b0:0e:51", BMCUser: "admin", BMCPassword: "pw", BMC: BMCRedfish}
 	image := []byte("a whole image")
@@ -568,18 +569,25 @@ func TestRedfishBMCFailedInsertLeavesNothing(t *testing.T) {
 		w.Write(image)
 	}))
 	t.Cleanup(cutOff.Close)
+	// An HTTPS image server whose certificate no trusted CA signed.
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(image) }))
+	t.Cleanup(untrusted.Close)
 	for _, c := range []struct {
 		name, url string
 		drv       machineDriver
 		want      int
+		says      string // in the error's message, when set
 	}{
-		{"cut-off download", cutOff.URL + "/boot.iso", &fakeMachine{}, 400},
-		{"drive refuses", imageServer(t, image), &mediaFailsMachine{}, 500},
+		{"cut-off download", cutOff.URL + "/boot.iso", &fakeMachine{}, 400, ""},
+		{"untrusted image server", untrusted.URL + "/boot.iso", &fakeMachine{}, 400, "certificate"},
+		{"drive refuses", imageServer(t, image), &mediaFailsMachine{}, 500, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl, mediaDir := testBMC(t, m, c.drv)
-			if a := cl.do(t, "POST", insertMediaPath, map[string]string{"Image": c.url}); a.status != c.want {
-				t.Errorf("InsertMedia answered %d, want %d: %v", a.status, c.want, get(a.body, "error", "message"))
+			a := cl.do(t, "POST", insertMediaPath, map[string]string{"Image": c.url})
+			msg := fmt.Sprint(get(a.body, "error", "message"))
+			if a.status != c.want || !strings.Contains(msg, c.says) {
+				t.Errorf("InsertMedia answered %d (%s), want %d saying %q", a.status, msg, c.want, c.says)
 			}
 			if st, _ := c.drv.State(context.Background()); st.Media != "" {
 				t.Errorf("the machine's drive holds %s", st.Media)
