@@ -82,35 +82,35 @@ func TestColdBoot(t *testing.T) {
 	m := run.Boot(ctx, s, ColdMode, "boot1")
 
 	if _, err := m.WaitConsole(ctx, firstbootStarting, bootBudget); err != nil {
-		t.Fatalf("scenario 1 (%s): %v", ColdMode, err)
+		run.Fatalf("scenario 1 (%s): %v", ColdMode, err)
 	}
 	done, err := m.WaitFirstboot(ctx, firstbootBudget)
 	if err != nil {
-		t.Fatalf("scenario 1 (%s): %v", ColdMode, err)
+		run.Fatalf("scenario 1 (%s): %v", ColdMode, err)
 	}
 	if _, err := m.Connect(ctx, sshBudget); err != nil {
-		t.Fatalf("scenario 1 (%s): firstboot finished but: %v", ColdMode, err)
+		run.Fatalf("scenario 1 (%s): firstboot finished but: %v", ColdMode, err)
 	}
 	run.Report(ctx, m, fmt.Sprintf("scenario 1, cold boot to done (%s)", ColdMode), done)
 
 	rep, err := m.Status(ctx)
 	if err != nil {
-		t.Fatal(err)
+		run.Fatalf("firstboot status: %v", err)
 	}
 	if rep.Phase != "done" {
-		t.Errorf("firstboot status: phase %q, want done", rep.Phase)
+		run.Errorf("firstboot status: phase %q, want done", rep.Phase)
 	}
 	snap, errs := m.CheckCluster(ctx, s.Site)
 	for _, err := range errs {
-		t.Error(err)
+		run.Errorf("%v", err)
 	}
 	// Under systemd, firstboot runs its services as transient units
 	// through systemd's D-Bus API.
 	for _, err := range m.CheckTransientUnits(ctx) {
-		t.Error(err)
+		run.Errorf("%v", err)
 	}
 	for _, err := range m.CheckHostKey(ctx) {
-		t.Error(err)
+		run.Errorf("%v", err)
 	}
 	if t.Failed() || afterCold == nil {
 		return
@@ -134,6 +134,27 @@ type Run struct {
 	stop     context.CancelFunc
 	mu       sync.Mutex
 	machines []*Machine
+	// failures are what failed the scenario (Errorf, Fatalf): cleanup
+	// says them again after the long diagnosis, where a reader of the
+	// output's end sees them.
+	failures []string
+}
+
+// Errorf fails the scenario with the message, which cleanup repeats last.
+func (r *Run) Errorf(format string, args ...any) {
+	r.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	r.failures = append(r.failures, msg)
+	r.mu.Unlock()
+	r.t.Error(msg)
+}
+
+// Fatalf is Errorf, and ends the test.
+func (r *Run) Fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.Errorf(format, args...)
+	r.t.FailNow()
 }
 
 // NewRun prepares a scenario with an empty data disk.
@@ -203,6 +224,9 @@ func (r *Run) cleanup() {
 	}
 	r.stop()
 	os.RemoveAll(r.Dir)
+	if len(r.failures) > 0 {
+		r.t.Logf("%s failed (the diagnosis is above):\n  %s", r.t.Name(), strings.Join(r.failures, "\n  "))
+	}
 }
 
 func keepLog(src, dst string) error {
