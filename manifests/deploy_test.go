@@ -149,8 +149,8 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 	}
 	var deployments []doc
 	// firstboot's metal3 step writes Ironic's and BMO's ConfigMaps.
-	objs, err := render.Metal3(site.ProvisioningNetwork{Interface: "eth1", Address: "172.22.0.1/24",
-		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, render.IronicAuth{Username: "u", Password: "p"})
+	objs, err := render.Metal3(render.Metal3Inputs{Provisioning: site.ProvisioningNetwork{Interface: "eth1", Address: "172.22.0.1/24",
+		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, Auth: render.IronicAuth{Username: "u", Password: "p"}})
 	if err != nil {
 		t.Fatal(err)
 	}

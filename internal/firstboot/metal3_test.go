@@ -43,8 +43,14 @@ const (
 	m3Address = "172.22.0.1"
 	m3BMC     = "172.22.0.2"
 	m3HostIP  = "172.22.0.50"
-	// m3UEFIHostIP is the UEFI host's static address.
-	m3UEFIHostIP = "172.22.0.51"
+	// m3UEFIHostIP is the UEFI host's static address, m3RedfishHostIP
+	// the Redfish host's.
+	m3UEFIHostIP    = "172.22.0.51"
+	m3RedfishHostIP = "172.22.0.52"
+	// m3VMediaHostIP is the virtual-media host's, and its only address:
+	// DHCP never answers it.
+	m3VMediaHostIP = "172.22.0.53"
+	m3VMediaMAC    = "52:54:00:b0:07:1a"
 )
 
 // TestHostProvision is Journey A: firstboot in host mode with a site of
@@ -57,9 +63,16 @@ const (
 // site's hostname and address. node-uefi does the same in parallel as a
 // real server does: UEFI firmware (OVMF) with two NICs, their option ROMs
 // off, so that the firmware's own PXE client loads snponly.efi over TFTP
-// (its console shows it). Beside them, four hosts fail as a person would get them wrong —
-// a BMC that does not answer, a wrong BMC password, an OS image checksum
-// that does not match, a boot MAC that matches no NIC — and the run's log
+// (its console shows it). node-uefi-redfish is the same machine behind a
+// Redfish BMC (vsite's, HTTPS with a certificate of the site's BMC CA,
+// which the site file names and Ironic verifies). node-uefi-vmedia boots
+// by virtual media on the same kind of BMC, on a network where DHCP never
+// answers it: its BMC mounts the ISO Ironic builds, OVMF boots the CD, and
+// the deploy ramdisk takes its address from the network data on the ISO.
+// Beside them, five hosts
+// fail as a person would get them wrong — a BMC that does not answer, a
+// wrong BMC password (IPMI and Redfish), an OS image checksum that does
+// not match, a boot MAC that matches no NIC — and the run's log
 // and status say so in words. firstboot is killed during the site step: the next run
 // goes on following the hosts and creates nothing twice. Ironic and BMO
 // never restart; no password reaches firstboot's output, state or status.
@@ -86,6 +99,22 @@ func TestHostProvision(t *testing.T) {
 		{Name: "node-badmac", MAC: "52:54:00:b0:07:14", BMCPort: 6233, BMCUser: "admin", BMCPassword: pw(), MemoryMiB: 512},
 		{Name: "node-uefi", MAC: "52:54:00:b0:07:16", BMCPort: 6234, BMCUser: "admin", BMCPassword: pw(),
 			Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:17:16"}},
+		{Name: "node-uefi-redfish", MAC: "52:54:00:b0:07:18", BMCPort: 8443, BMC: vsite.BMCRedfish, BMCUser: "admin", BMCPassword: pw(),
+			Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:17:18"}},
+		{Name: "node-uefi-vmedia", MAC: m3VMediaMAC, BMCPort: 8445, BMC: vsite.BMCRedfishVirtualMedia, BMCUser: "admin", BMCPassword: pw(),
+			Firmware: vsite.FirmwareUEFI},
+		{Name: "node-redfish-badpass", MAC: "52:54:00:b0:07:19", BMCPort: 8444, BMC: vsite.BMCRedfish, BMCUser: "admin", BMCPassword: pw(),
+			Firmware: vsite.FirmwareUEFI, MemoryMiB: 256},
+	}
+	// The hosts that provision: each shape's firmware and BMC, as the
+	// BareMetalHost, Ironic's node and status name them.
+	good := []struct {
+		name, ip, bmc, bootMode, ironicMode, boot string
+	}{
+		{"node-0", m3HostIP, "ipmi", "legacy", "bios", "ipxe"},
+		{"node-uefi", m3UEFIHostIP, "ipmi", "UEFI", "uefi", "ipxe"},
+		{"node-uefi-redfish", m3RedfishHostIP, "redfish", "UEFI", "uefi", "ipxe"},
+		{"node-uefi-vmedia", m3VMediaHostIP, "redfish", "UEFI", "uefi", "redfish-virtual-media"},
 	}
 	vs := startSite(t, ctx, machines)
 
@@ -108,6 +137,9 @@ func TestHostProvision(t *testing.T) {
 				Checksum: strings.Repeat("0", 64), Format: "qcow2"}},
 			{Machine: "node-badmac", BootMAC: "52:54:00:b0:07:15"}, // its NIC is :14
 			{Machine: "node-uefi", Address: netip.MustParseAddr(m3UEFIHostIP)},
+			{Machine: "node-uefi-redfish", Address: netip.MustParseAddr(m3RedfishHostIP)},
+			{Machine: "node-uefi-vmedia", Address: netip.MustParseAddr(m3VMediaHostIP)},
+			{Machine: "node-redfish-badpass", BMCPassword: wrongPassword},
 		},
 	})
 	var outputs []string
@@ -184,24 +216,25 @@ func TestHostProvision(t *testing.T) {
 	if got := bmhUIDs(t, ctx, c); fmt.Sprint(got) != fmt.Sprint(uids) {
 		t.Errorf("the second run made the BareMetalHosts again: UIDs %v, then %v", uids, got)
 	}
-	if !strings.Contains(out, "2 of 6 hosts provisioned") {
-		t.Errorf("the second run did not log 2 of 6 hosts provisioned:\n%s", command.Tail(out, 30))
+	if !strings.Contains(out, "4 of 9 hosts provisioned") {
+		t.Errorf("the second run did not log 4 of 9 hosts provisioned:\n%s", command.Tail(out, 30))
 	}
 	// Each fault is named, with what to do, in the run's log.
 	for name, want := range map[string]string{"node-badsum": "image.checksum", "node-badmac": "bootMACAddress",
-		"node-badpass": "registration error", "node-nobmc": "registration error"} {
+		"node-badpass": "registration error", "node-nobmc": "registration error", "node-redfish-badpass": "registration error"} {
 		if !regexp.MustCompile(`host failed.* name=` + name + ` .*` + regexp.QuoteMeta(want)).MatchString(out) {
 			t.Errorf("the run's log does not say %s failed with %q:\n%s", name, want, command.Tail(out, 30))
 		}
 	}
 	// The operator's own record: registered, inspected (then available
 	// until provisioning started), provisioned, in that order.
-	historyTable(t, "node-0", watch.last["node-0"].History)
-	historyTable(t, "node-uefi", watch.last["node-uefi"].History)
+	for _, hs := range good {
+		historyTable(t, hs.name, watch.last[hs.name].History)
+	}
 
 	// Each host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
-	for _, hs := range []struct{ name, ip string }{{"node-0", m3HostIP}, {"node-uefi", m3UEFIHostIP}} {
+	for _, hs := range good {
 		hostname, addrs := sshRun(t, ctx, h.data, hs.name, hs.ip, vs.SerialLog(hs.name))
 		if hostname != hs.name {
 			t.Errorf("%s calls itself %q", hs.name, hostname)
@@ -210,17 +243,48 @@ func TestHostProvision(t *testing.T) {
 			t.Errorf("ip addr on %s shows no %s/24:\n%s", hs.name, hs.ip, addrs)
 		}
 	}
-	// The UEFI host booted as a real server does: its firmware's own PXE
+	// The UEFI hosts booted as a real server does: the firmware's own PXE
 	// client (the NICs' option ROMs are off) loaded snponly.efi.
-	uefiConsole, err := os.ReadFile(vs.SerialLog("node-uefi"))
+	for _, hs := range good {
+		if hs.ironicMode != "uefi" || hs.boot != "ipxe" {
+			continue
+		}
+		console, err := os.ReadFile(vs.SerialLog(hs.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := qemu.ConsoleText(console)
+		if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
+			t.Errorf("%s's console shows no firmware PXE loading snponly.efi:\n%s", hs.name, command.Tail(plain, 40))
+		} else {
+			t.Logf("%s's console: %s", hs.name, regexp.MustCompile(`(?s)>>Start PXE over IPv4.*?NBP file[^\n]*downloaded[^\n]*`).FindString(plain))
+		}
+	}
+
+	// The virtual-media host booted the CD its BMC mounted, and its deploy
+	// ramdisk took its address from the ISO's network data: DHCP never
+	// heard from it.
+	vmConsole, err := os.ReadFile(vs.SerialLog("node-uefi-vmedia"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := qemu.ConsoleText(uefiConsole)
-	if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
-		t.Errorf("node-uefi's console shows no firmware PXE loading snponly.efi:\n%s", command.Tail(plain, 40))
-	} else {
-		t.Logf("node-uefi's console: %s", regexp.MustCompile(`(?s)>>Start PXE over IPv4.*?NBP file[^\n]*downloaded[^\n]*`).FindString(plain))
+	vmPlain := qemu.ConsoleText(vmConsole)
+	for what, re := range map[string]string{
+		"OVMF booting the CD":                          `BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`,
+		"the ramdisk's network from network_data.json": `bootstick-netdata: network from the virtual media's network_data\.json: ` + regexp.QuoteMeta(m3VMediaHostIP),
+	} {
+		if m := regexp.MustCompile(re).FindString(vmPlain); m == "" {
+			t.Errorf("node-uefi-vmedia's console shows no %s:\n%s", what, command.Tail(vmPlain, 60))
+		} else {
+			t.Logf("node-uefi-vmedia's console (%s): %s", what, m)
+		}
+	}
+	dnsmasq := podLog(render.IronicNamespace, "deploy/ironic", "dnsmasq")
+	if !strings.Contains(strings.ToLower(dnsmasq), "52:54:00:b0:07:10") {
+		t.Errorf("dnsmasq's log shows no DHCP of node-0 (52:54:00:b0:07:10), so it cannot show the virtual-media host's absence:\n%s", command.Tail(dnsmasq, 20))
+	}
+	if strings.Contains(strings.ToLower(dnsmasq), m3VMediaMAC) {
+		t.Errorf("dnsmasq's log shows DHCP from the virtual-media host (%s):\n%s", m3VMediaMAC, command.Tail(dnsmasq, 40))
 	}
 
 	// The deploy ramdisk booted under TCG and the agent found its node
@@ -231,7 +295,8 @@ func TestHostProvision(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := ironicAsBMO(t, ctx, c)
-	for name, mode := range map[string]string{"node-0": "bios", "node-uefi": "uefi"} {
+	for _, hs := range good {
+		name, bmc, mode, boot := hs.name, hs.bmc, hs.ironicMode, hs.boot
 		serial, err := os.ReadFile(vs.SerialLog(name))
 		if err != nil {
 			t.Fatal(err)
@@ -256,9 +321,9 @@ func TestHostProvision(t *testing.T) {
 		}
 		if err := api.do(ctx, http.MethodGet, "/v1/nodes/"+id, nil, &node); err != nil {
 			t.Errorf("Ironic's node of %s: %v", name, err)
-		} else if caps := node.Properties.Capabilities; node.Driver != "ipmi" || node.BootInterface != "ipxe" ||
+		} else if caps := node.Properties.Capabilities; node.Driver != bmc || node.BootInterface != boot ||
 			!strings.Contains(","+caps+",", ",boot_mode:"+mode+",") {
-			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q; want ipmi, ipxe, boot_mode:%s", name, node.Driver, node.BootInterface, caps, mode)
+			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q; want %s, %s, boot_mode:%s", name, node.Driver, node.BootInterface, caps, bmc, boot, mode)
 		} else {
 			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s", name, node.Driver, node.BootInterface, caps)
 		}
@@ -270,24 +335,23 @@ func TestHostProvision(t *testing.T) {
 	for _, hs := range rep.Hosts {
 		byName[hs.Name] = hs
 	}
-	if n0 := byName["node-0"]; n0.State != "provisioned" || n0.SecondsInState <= 0 || n0.Error != "" {
-		t.Errorf("status shows node-0 as %+v, want provisioned with its time in state and no error", n0)
-	}
-	// How Ironic drives them: a SeaBIOS and an OVMF machine behind
-	// virtualbmc.
-	for name, mode := range map[string]string{"node-0": "legacy", "node-uefi": "UEFI"} {
-		if hs := byName[name]; hs.BMCType != "ipmi" || hs.BootMode != mode || hs.BootInterface != "ipxe" {
-			t.Errorf("status shows %s driven as %s, %s/%s; want ipmi, %s/ipxe", name, hs.BMCType, hs.BootMode, hs.BootInterface, mode)
+	// Each shape provisioned, and how Ironic drives it: SeaBIOS and OVMF
+	// behind virtualbmc, OVMF behind a Redfish BMC.
+	for _, g := range good {
+		hs := byName[g.name]
+		if hs.State != "provisioned" || hs.SecondsInState <= 0 || hs.Error != "" {
+			t.Errorf("status shows %s as %+v, want provisioned with its time in state and no error", g.name, hs)
+		}
+		if hs.BMCType != g.bmc || hs.BootMode != g.bootMode || hs.BootInterface != g.boot {
+			t.Errorf("status shows %s driven as %s, %s/%s; want %s, %s/%s", g.name, hs.BMCType, hs.BootMode, hs.BootInterface, g.bmc, g.bootMode, g.boot)
 		}
 	}
-	if n := byName["node-uefi"]; n.State != "provisioned" || n.Error != "" {
-		t.Errorf("status shows node-uefi as %+v, want provisioned with no error", n)
-	}
 	for name, want := range map[string][2]string{
-		"node-badpass": {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},
-		"node-nobmc":   {"registration error", "nothing answers at ipmi://172.22.0.2:6239: check the host's bmc.address"},
-		"node-badsum":  {"provisioning error", "the OS image's checksum does not match the image: check image.checksum"},
-		"node-badmac":  {"inspection error", "check that its bootMACAddress is the NIC on the provisioning network"},
+		"node-badpass":         {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},
+		"node-nobmc":           {"registration error", "nothing answers at ipmi://172.22.0.2:6239: check the host's bmc.address"},
+		"node-badsum":          {"provisioning error", "the OS image's checksum does not match the image: check image.checksum"},
+		"node-badmac":          {"inspection error", "check that its bootMACAddress is the NIC on the provisioning network"},
+		"node-redfish-badpass": {"registration error", "answers but refuses the user name or password: check the host's bmc.credentials"},
 	} {
 		if hs := byName[name]; hs.ErrorType != want[0] || !strings.Contains(hs.Reason, want[1]) {
 			t.Errorf("status shows %s as %+v, want a %s whose reason says %q", name, hs, want[0], want[1])
@@ -479,8 +543,8 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 	for _, s := range states {
 		out[s.Name] = s.UID
 	}
-	if len(out) != 6 {
-		t.Fatalf("%d BareMetalHosts, want 6: %v", len(out), out)
+	if len(out) != 9 {
+		t.Fatalf("%d BareMetalHosts, want 9: %v", len(out), out)
 	}
 	return out
 }

@@ -87,7 +87,12 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
-			objs, err := render.Metal3(early.Bootstrap.Provisioning, auth)
+			bmcCA, err := early.Bootstrap.BMCCA(filepath.Dir(n.sitePath))
+			if err != nil {
+				return fmt.Errorf("site %s: bootstrap.bmcCAFile %s: %w", n.sitePath, early.Bootstrap.BMCCAFile, err)
+			}
+			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
+				BMCCA: bmcCA, NoDHCP: early.NoDHCP()})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
 			}

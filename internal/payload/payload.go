@@ -45,7 +45,7 @@ type Options struct {
 	Lock   *bundle.Lock
 	Bundle *bundle.Bundle
 	// Site is a validated site file to embed; empty embeds none. SiteFiles
-	// are files it names (credentials), relative to its folder.
+	// are files it names (credentials, the BMC CA), relative to its folder.
 	Site      string
 	SiteFiles []string
 	// Dir is the folder to create (it must not exist).
@@ -150,7 +150,7 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 		for _, rel := range o.SiteFiles {
 			clean := filepath.Clean(rel)
 			if filepath.IsAbs(clean) || strings.HasPrefix(clean, "..") {
-				return st, fmt.Errorf("staging the site: %s is outside the site's folder; keep credentials files beside the site file", rel)
+				return st, fmt.Errorf("staging the site: %s is outside the site's folder; keep the files a site names (credentials, the BMC CA) beside it", rel)
 			}
 			dst := filepath.Join(siteDir, clean)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {

@@ -483,7 +483,7 @@ func copyFile(src, dst string) error {
 // terminalEscapes are the control sequences firmware and a Linux console
 // write to a serial port: CSI sequences (colour, cursor), character-set
 // selection and reset.
-var terminalEscapes = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1bc`)
+var terminalEscapes = regexp.MustCompile(`\x1b\[[0-9;?=]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1bc`)
 
 // ConsoleText is a serial console's text without its terminal escapes.
 func ConsoleText(b []byte) string {

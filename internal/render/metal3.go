@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,10 @@ const (
 	IronicCredentials = "ironic-credentials"
 	// IronicHtpasswd holds the same user's bcrypt hash for Ironic.
 	IronicHtpasswd = "ironic-htpasswd"
+	// IronicBMCCA holds the site's BMC CA certificates (bmc-ca.pem,
+	// empty when the site gives none), which Ironic trusts beside the
+	// system's roots when it speaks HTTPS to a Redfish BMC.
+	IronicBMCCA = "ironic-bmc-ca"
 	// IronicAPIPort is Ironic's API.
 	IronicAPIPort = 6385
 	// DeployRamdisk is the base name of the deploy kernel and initramfs
@@ -76,9 +81,23 @@ func ProvisioningIP(p site.ProvisioningNetwork) (netip.Addr, error) {
 	return pfx.Addr(), nil
 }
 
+// Metal3Inputs are what Ironic and BMO are configured from.
+type Metal3Inputs struct {
+	Provisioning site.ProvisioningNetwork
+	Auth         IronicAuth
+	// BMCCA is the PEM CA certificates the site's Redfish BMCs are signed
+	// with (nil: the system's roots only).
+	BMCCA []byte
+	// NoDHCP are the boot MACs of hosts that boot by virtual media with
+	// their own network data: DHCP never answers them.
+	NoDHCP []string
+}
+
 // Metal3 renders the objects Ironic and BMO read their settings from: the
-// provisioning network of the site and the credentials.
-func Metal3(p site.ProvisioningNetwork, auth IronicAuth) ([]Object, error) {
+// provisioning network of the site, the credentials, the BMC CA and the
+// hosts DHCP must not answer.
+func Metal3(in Metal3Inputs) ([]Object, error) {
+	p, auth := in.Provisioning, in.Auth
 	ip, err := ProvisioningIP(p)
 	if err != nil {
 		return nil, err
@@ -108,9 +127,11 @@ func Metal3(p site.ProvisioningNetwork, auth IronicAuth) ([]Object, error) {
 			"HTTP_PORT":              fmt.Sprint(ImagePort),
 			"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
 			"IRONIC_KERNEL_PARAMS":   "console=ttyS0,115200n8",
+			"DHCP_IGNORE_MACS":       strings.Join(in.NoDHCP, ","),
 		}),
 		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
 		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),
+		cm(IronicNamespace, IronicBMCCA, map[string]string{"bmc-ca.pem": string(in.BMCCA)}),
 	}, nil
 }
 

@@ -174,6 +174,11 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 				Description: fmt.Sprintf("%s of cluster %s", h.Role, s.Cluster.Name),
 			},
 		}
+		// A host booted by virtual media gets no DHCP: its deploy ramdisk
+		// takes the same network data, which Ironic puts on the ISO.
+		if site.RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
+			bmh.Spec.PreprovisioningNetworkDataName = NetworkDataSecretName(h.Name)
+		}
 		if r := h.RootDeviceHints; r != nil {
 			bmh.Spec.RootDeviceHints = &metal3.RootDeviceHints{
 				DeviceName: r.DeviceName, HCTL: r.HCTL, Model: r.Model, Vendor: r.Vendor,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/metal3-io/baremetal-operator/pkg/hardwareutils/bmc"
 )
@@ -42,31 +43,37 @@ var goneSchemes = map[string]string{
 	"idrac": "current Metal3 dropped its iDRAC WS-Man driver: use redfish:// (an iDRAC speaks Redfish)",
 }
 
+// Ironic is what an Ironic enables: its hardware types and boot
+// interfaces.
+type Ironic struct {
+	HardwareTypes, BootInterfaces []string
+}
+
 // StickIronic is what the stick's Ironic enables: the enabled hardware
 // types and boot interfaces of images/ironic/usr/local/bin/run-ironic (a
 // test keeps the two in step). A site may name only schemes it drives.
-var StickIronic = struct {
-	HardwareTypes, BootInterfaces []string
-}{
-	HardwareTypes:  []string{"ipmi", "redfish", "fake-hardware"},
-	BootInterfaces: []string{"ipxe", "pxe", "fake"},
+var StickIronic = Ironic{
+	HardwareTypes:  []string{"ipmi", "redfish", "idrac", "fake-hardware"},
+	BootInterfaces: []string{"ipxe", "pxe", "redfish-virtual-media", "idrac-redfish-virtual-media", "fake"},
 }
 
 // BMCSchemes are the BMC address schemes this stick's Ironic drives.
-var BMCSchemes = func() []string {
+var BMCSchemes = StickIronic.Schemes()
+
+// Schemes are the BMC address schemes this Ironic drives.
+func (ir Ironic) Schemes() []string {
 	var out []string
-	for scheme, d := range bmcDrivers {
-		if slices.Contains(StickIronic.HardwareTypes, d.hardwareType) && slices.Contains(StickIronic.BootInterfaces, d.bootInterface) {
+	for scheme := range bmcDrivers {
+		if ir.Refuses(scheme) == "" {
 			out = append(out, scheme)
 		}
 	}
 	sort.Strings(out)
 	return out
-}()
+}
 
-// schemeRefused says why a scheme is refused ("" when this stick drives
-// it).
-func schemeRefused(scheme string) string {
+// Refuses says why this Ironic cannot drive a scheme ("" when it can).
+func (ir Ironic) Refuses(scheme string) string {
 	if why, ok := goneSchemes[scheme]; ok {
 		return why
 	}
@@ -74,9 +81,9 @@ func schemeRefused(scheme string) string {
 	switch {
 	case !ok:
 		return "not a BMC scheme"
-	case !slices.Contains(StickIronic.HardwareTypes, d.hardwareType):
+	case !slices.Contains(ir.HardwareTypes, d.hardwareType):
 		return fmt.Sprintf("this stick's Ironic has no %s hardware type", d.hardwareType)
-	case !slices.Contains(StickIronic.BootInterfaces, d.bootInterface):
+	case !slices.Contains(ir.BootInterfaces, d.bootInterface):
 		return fmt.Sprintf("this stick's Ironic has no %s boot interface", d.bootInterface)
 	}
 	return ""
@@ -91,4 +98,25 @@ func BMCDriver(address string) (hardwareType, bootInterface string) {
 		return "", ""
 	}
 	return acc.Driver(), acc.BootInterface()
+}
+
+// VirtualMedia says whether a BMC address boots its host by virtual media
+// (the BMC mounts an ISO Ironic builds), not by PXE.
+func VirtualMedia(address string) bool {
+	_, boot := BMCDriver(address)
+	return strings.HasSuffix(boot, "virtual-media")
+}
+
+// RamdiskNetworkData says whether a host's deploy ramdisk takes its
+// network from the host's network data: it boots by virtual media, and
+// its networkData is OpenStack's network_data.json (links and networks),
+// which Ironic puts on the ISO. Such a host needs no DHCP; any other
+// host's ramdisk asks for it.
+func RamdiskNetworkData(address string, networkData map[string]any) bool {
+	if !VirtualMedia(address) || networkData == nil {
+		return false
+	}
+	_, links := networkData["links"]
+	_, networks := networkData["networks"]
+	return links && networks
 }

@@ -43,22 +43,38 @@ func TestStickIronicIsRunIronic(t *testing.T) {
 // TestBMCSchemes: the schemes this stick drives, and why each other one
 // is refused.
 func TestBMCSchemes(t *testing.T) {
-	if want := []string{"ipmi", "redfish"}; !slices.Equal(BMCSchemes, want) {
+	if want := []string{"idrac-redfish", "idrac-virtualmedia", "ipmi", "redfish", "redfish-virtualmedia"}; !slices.Equal(BMCSchemes, want) {
 		t.Errorf("BMCSchemes = %v, want %v", BMCSchemes, want)
 	}
 	for scheme, want := range map[string]string{
 		"ipmi":                 "",
 		"redfish":              "",
-		"redfish-virtualmedia": "no redfish-virtual-media boot interface",
+		"redfish-virtualmedia": "",
+		"idrac-redfish":        "",
+		"idrac-virtualmedia":   "",
 		"idrac":                "dropped its iDRAC WS-Man driver",
-		"idrac-redfish":        "no idrac hardware type",
-		"idrac-virtualmedia":   "no idrac hardware type",
 		"ilo5":                 "dropped its iLO 5 driver",
 		"irmc":                 "dropped its iRMC driver",
 		"ipmii":                "not a BMC scheme",
 	} {
-		if got := schemeRefused(scheme); want == "" && got != "" || !strings.Contains(got, want) {
+		if got := StickIronic.Refuses(scheme); want == "" && got != "" || !strings.Contains(got, want) {
 			t.Errorf("%s: refused %q, want %q", scheme, got, want)
+		}
+	}
+	// A stick whose Ironic has no virtual-media boot interface and no
+	// idrac hardware type (this project's sticks before virtual media)
+	// refuses those schemes, and says what is missing.
+	pxeOnly := Ironic{HardwareTypes: []string{"ipmi", "redfish"}, BootInterfaces: []string{"ipxe", "pxe"}}
+	if got, want := pxeOnly.Schemes(), []string{"ipmi", "redfish"}; !slices.Equal(got, want) {
+		t.Errorf("a PXE-only stick drives %v, want %v", got, want)
+	}
+	for scheme, want := range map[string]string{
+		"redfish-virtualmedia": "this stick's Ironic has no redfish-virtual-media boot interface",
+		"idrac-redfish":        "this stick's Ironic has no idrac hardware type",
+		"idrac-virtualmedia":   "this stick's Ironic has no idrac hardware type",
+	} {
+		if got := pxeOnly.Refuses(scheme); got != want {
+			t.Errorf("a PXE-only stick: %s refused %q, want %q", scheme, got, want)
 		}
 	}
 }

@@ -203,8 +203,31 @@ func (s *Site) setDefaults() {
 // age identity kept on the data disk (encrypted passwords), which is not
 // mounted yet. The site was validated when it went on the stick.
 type Early struct {
-	Bootstrap         Bootstrap `yaml:"bootstrap"`
-	SSHAuthorizedKeys []string  `yaml:"sshAuthorizedKeys"`
+	Bootstrap         Bootstrap   `yaml:"bootstrap"`
+	SSHAuthorizedKeys []string    `yaml:"sshAuthorizedKeys"`
+	Hosts             []EarlyHost `yaml:"hosts"`
+}
+
+// EarlyHost is what Ironic's configuration needs of a host.
+type EarlyHost struct {
+	BMC struct {
+		Address string `yaml:"address"`
+	} `yaml:"bmc"`
+	BootMACAddress string         `yaml:"bootMACAddress"`
+	NetworkData    map[string]any `yaml:"networkData"`
+}
+
+// NoDHCP are the boot MACs of the hosts whose deploy ramdisk takes its
+// address from its network data on the virtual media: DHCP must not
+// answer them.
+func (e *Early) NoDHCP() []string {
+	var out []string
+	for _, h := range e.Hosts {
+		if RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
+			out = append(out, strings.ToLower(h.BootMACAddress))
+		}
+	}
+	return out
 }
 
 // ReadEarly reads the early part of the site file at path.

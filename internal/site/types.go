@@ -35,6 +35,11 @@ type Bootstrap struct {
 	DataDisk string   `yaml:"dataDisk"`
 	NTP      []string `yaml:"ntp,omitempty"`
 	DNS      []string `yaml:"dns,omitempty"`
+	// BMCCAFile names a PEM file (relative to the site file) of the CA
+	// certificates that signed the Redfish BMCs' HTTPS certificates (or
+	// the BMCs' own self-signed certificates). Ironic trusts them beside
+	// the system's roots; the stick carries the file.
+	BMCCAFile string `yaml:"bmcCAFile,omitempty"`
 }
 
 // ProvisioningNetwork is the network the hosts PXE-boot from.

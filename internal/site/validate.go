@@ -38,6 +38,7 @@ var (
 func (s *Site) validate(opts Options) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.Bootstrap.validate(field.NewPath("bootstrap"))...)
+	errs = append(errs, s.validateBMCCA()...)
 	errs = append(errs, s.validateHosts(opts)...)
 	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap, opts.Plugins)...)
 	for i, k := range s.SSHAuthorizedKeys {
@@ -286,6 +287,14 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 
 		if !contains(bootModes, h.BootMode) {
 			errs = append(errs, field.NotSupported(hp.Child("bootMode"), h.BootMode, bootModes))
+		} else if h.BootMode == "legacy" && VirtualMedia(h.BMC.Address) {
+			// The stick's Ironic builds virtual-media ISOs around an EFI
+			// system partition only (no isolinux).
+			errs = append(errs, field.Invalid(hp.Child("bootMode"), h.BootMode,
+				"this stick boots hosts by virtual media in UEFI mode only: set bootMode UEFI, or boot the host by PXE (redfish:// or ipmi://)"))
+		}
+		if VirtualMedia(h.BMC.Address) && h.NetworkData != nil && (h.NetworkData["links"] != nil || h.NetworkData["networks"] != nil) {
+			errs = append(errs, validateRamdiskNetworkData(hp.Child("networkData"), h.NetworkData)...)
 		}
 		if hints := h.RootDeviceHints; hints != nil {
 			rp := hp.Child("rootDeviceHints")
@@ -430,7 +439,7 @@ func validateBMCAddress(p *field.Path, addr string) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, shown, "must not carry a user or password: put them under credentials")}
 	}
 	scheme, transport, _ := strings.Cut(u.Scheme, "+")
-	if why := schemeRefused(scheme); why != "" {
+	if why := StickIronic.Refuses(scheme); why != "" {
 		if u.Scheme == "" || u.Host == "" && !strings.Contains(addr, "://") {
 			return field.ErrorList{field.Invalid(p, shown, "give a scheme: one of "+strings.Join(BMCSchemes, ", ")+" (e.g. ipmi://10.0.0.5)")}
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bootstick/bootstick/internal/cas"
+	"github.com/bootstick/bootstick/internal/testkit"
 )
 
 // With --site the site is validated against the bundle (its bundled OS
@@ -32,6 +33,10 @@ func TestSiteEmbedded(t *testing.T) {
 	creds, _ := os.ReadFile("../render/testdata/creds/worker-1.yaml")
 	os.Mkdir(filepath.Join(siteDir, "creds"), 0o755)
 	os.WriteFile(filepath.Join(siteDir, "creds", "worker-1.yaml"), creds, 0o600)
+	// ... and its BMC CA.
+	ca := testCertificate(t)
+	os.WriteFile(filepath.Join(siteDir, "bmc-ca.pem"), ca, 0o644)
+	site3 = []byte(strings.Replace(string(site3), "  dataDisk:", "  bmcCAFile: bmc-ca.pem\n  dataDisk:", 1))
 	os.WriteFile(filepath.Join(siteDir, "site3.yaml"), []byte(strings.Replace(string(site3), "  kudPlugins: [emco, ovn4nfv]\n", "", 1)), 0o600)
 
 	e.bundle, _ = writeBundle(e, "files: [{path: ubuntu-22.04.raw}]\n")
@@ -51,6 +56,9 @@ func TestSiteEmbedded(t *testing.T) {
 	want, _ := os.ReadFile("../render/testdata/creds/worker-1.yaml")
 	if got := mustRead(t, r.Output, "bundle/site/creds/worker-1.yaml"); string(got) != string(want) {
 		t.Errorf("credentials file not embedded")
+	}
+	if got := mustRead(t, r.Output, "bundle/site/bmc-ca.pem"); string(got) != string(ca) {
+		t.Errorf("the BMC CA (bootstrap.bmcCAFile) is not embedded")
 	}
 	if got := mustRead(t, r.Output, "bundle/os-images/ubuntu-22.04.raw.sha256"); !strings.HasPrefix(string(got), cas.DigestOf([]byte("raw disk")).Hex()+"  ubuntu-22.04.raw") {
 		t.Errorf("sha256 file %q", got)
@@ -87,4 +95,14 @@ func TestTrustOnFirstUseThenLocked(t *testing.T) {
 	if srv.gets["/extra.bin"] != 1 {
 		t.Errorf("the locked build downloaded again: %v", srv.gets)
 	}
+}
+
+// testCertificate is a PEM self-signed CA certificate.
+func testCertificate(t *testing.T) []byte {
+	t.Helper()
+	cert, _, err := testkit.CA("BMC CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

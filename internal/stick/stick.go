@@ -511,6 +511,9 @@ func loadSite(ctx context.Context, path, identity string, images []site.BundledI
 		return nil, nil, err
 	}
 	var files []string
+	if s.Bootstrap.BMCCAFile != "" {
+		files = append(files, s.Bootstrap.BMCCAFile)
+	}
 	for _, h := range s.Hosts {
 		c := h.BMC.Credentials
 		if c.File != "" {

@@ -2,6 +2,7 @@ package vsite
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 
@@ -42,6 +43,10 @@ type SiteConfig struct {
 	Bootstrap map[string]any
 	// SSHAuthorizedKeys are extra keys for the appliance and the hosts.
 	SSHAuthorizedKeys []string
+	// BMCCAFile is the site file's bootstrap.bmcCAFile when the site has
+	// Redfish BMCs: BMCCAFile() (absolute) when empty. A stick's site
+	// names a copy beside the site file.
+	BMCCAFile string
 }
 
 // SiteFile is a site file for the machines: the bootstrap, a DHCP range
@@ -108,14 +113,14 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 				// The default route goes to the bootstrap machine: Kubernetes
 				// needs one on every node (kube-proxy, flannel and kubelet
 				// pick the node's address from it).
-				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "ip_address": h.Address.String(), "netmask": mask.String(),
+				"networks": []m{{"id": "prov-ipv4", "type": "ipv4", "link": "prov", "network_id": "prov", "ip_address": h.Address.String(), "netmask": mask.String(),
 					"routes": []m{{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": s.opts.HostAddr.String()}}}},
 				"services": []m{},
 			}
 		}
 		list = append(list, host)
 	}
-	bootstrap := c.Bootstrap
+	bootstrap := maps.Clone(c.Bootstrap)
 	if bootstrap == nil {
 		bootstrap = m{
 			"provisioning": m{
@@ -124,6 +129,13 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 			},
 			"dataDisk": "/dev/disk/by-id/unused-in-host-mode",
 		}
+	}
+	if s.ca != nil {
+		ca := c.BMCCAFile
+		if ca == "" {
+			ca = s.BMCCAFile()
+		}
+		bootstrap["bmcCAFile"] = ca
 	}
 	if p, ok := bootstrap["provisioning"].(map[string]any); ok && c.DHCPStart.IsValid() {
 		p["dhcpRange"] = m{"start": c.DHCPStart.String(), "end": c.DHCPEnd.String()}

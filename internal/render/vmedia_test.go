@@ -1,0 +1,121 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootstick/bootstick/internal/site"
+)
+
+// vmediaSite has a virtual-media host with OpenStack network data (no
+// DHCP), one with netplan network data and one booted by PXE.
+const vmediaSite = `apiVersion: bootstick.dev/v1alpha1
+kind: Site
+bootstrap:
+  provisioning:
+    interface: eno2
+    address: 172.22.0.1/24
+    dhcpRange: {start: 172.22.0.10, end: 172.22.0.100}
+  dataDisk: /dev/sdb
+hosts:
+- name: vm-static
+  role: master
+  bmc:
+    address: redfish-virtualmedia+https://10.10.1.11/redfish/v1/Systems/1
+    credentials: {username: admin, password: pw-static-1}
+  bootMACAddress: 52:54:00:00:01:0A
+  image: {bundled: ubuntu-22.04}
+  networkData:
+    links: [{id: prov, type: phy, ethernet_mac_address: "52:54:00:00:01:0a"}]
+    networks: [{id: v4, type: ipv4, link: prov, network_id: prov, ip_address: 172.22.0.60, netmask: 255.255.255.0}]
+    services: []
+- name: vm-netplan
+  role: worker
+  bmc:
+    address: idrac-virtualmedia://10.10.1.12/redfish/v1/Systems/System.Embedded.1
+    credentials: {username: admin, password: pw-netplan-2}
+  bootMACAddress: 52:54:00:00:01:0b
+  image: {bundled: ubuntu-22.04}
+  networkData: {version: 2, ethernets: {eno1: {dhcp4: true}}}
+- name: pxe-static
+  role: worker
+  bmc:
+    address: redfish://10.10.1.13/redfish/v1/Systems/1
+    credentials: {username: admin, password: pw-pxe-3}
+  bootMACAddress: 52:54:00:00:01:0c
+  image: {bundled: ubuntu-22.04}
+  networkData:
+    links: [{id: prov, type: phy, ethernet_mac_address: "52:54:00:00:01:0c"}]
+    networks: [{id: v4, type: ipv4, link: prov, ip_address: 172.22.0.61, netmask: 255.255.255.0}]
+    services: []
+cluster: {name: vm}
+`
+
+// TestVirtualMediaNeedsNoDHCP: a host booted by virtual media with
+// OpenStack network data gets it as its preprovisioning network data (its
+// deploy ramdisk's), and DHCP is told never to answer its MAC; a host whose
+// network data Ironic cannot put on the ISO, and a host booted by PXE,
+// keep DHCP.
+func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
+	s, err := site.Parse("vm/site.yaml", []byte(vmediaSite), site.Options{BundledImages: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(s, Options{SSHKey: testKey(t), Images: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckWebhook(objs); err != nil {
+		t.Fatal(err)
+	}
+	pre := map[string]string{}
+	for _, o := range objs {
+		if b, ok := o.(*metal3.BareMetalHost); ok {
+			pre[b.Name] = b.Spec.PreprovisioningNetworkDataName
+		}
+	}
+	want := map[string]string{"vm-static": NetworkDataSecretName("vm-static"), "vm-netplan": "", "pxe-static": ""}
+	for name, w := range want {
+		if pre[name] != w {
+			t.Errorf("%s: preprovisioningNetworkDataName %q, want %q", name, pre[name], w)
+		}
+	}
+
+	early, err := site.ParseEarly("vm/site.yaml", []byte(vmediaSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := early.NoDHCP(); strings.Join(got, ",") != "52:54:00:00:01:0a" {
+		t.Errorf("NoDHCP = %v, want [52:54:00:00:01:0a]", got)
+	}
+	m3, err := Metal3(Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: IronicAuth{Username: "u", Password: "p"},
+		NoDHCP: early.NoDHCP(), BMCCA: []byte("PEM")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, o := range m3 {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			continue
+		}
+		switch cm.Name {
+		case IronicConfig:
+			seen++
+			if got := cm.Data["DHCP_IGNORE_MACS"]; got != "52:54:00:00:01:0a" {
+				t.Errorf("%s DHCP_IGNORE_MACS = %q", IronicConfig, got)
+			}
+		case IronicBMCCA:
+			seen++
+			if got := cm.Data["bmc-ca.pem"]; got != "PEM" {
+				t.Errorf("%s bmc-ca.pem = %q", IronicBMCCA, got)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("Metal3 rendered %d of the ConfigMaps %s and %s", seen, IronicConfig, IronicBMCCA)
+	}
+}
