@@ -88,6 +88,22 @@ func discover(ctx context.Context, o runOptions, p paths, services supervise.Man
 	if n.sitePath != "" {
 		n.early, n.earlyErr = site.ReadEarly(n.sitePath)
 	}
+	// This machine's cluster ranges: the flag, else the site's, else the
+	// default.
+	if n.early != nil {
+		if n.opts.podSubnet == "" {
+			n.opts.podSubnet = n.early.Bootstrap.PodCIDR
+		}
+		if n.opts.svcSubnet == "" {
+			n.opts.svcSubnet = n.early.Bootstrap.ServiceCIDR
+		}
+	}
+	if n.opts.podSubnet == "" {
+		n.opts.podSubnet = site.DefaultBootstrapPodCIDR
+	}
+	if n.opts.svcSubnet == "" {
+		n.opts.svcSubnet = site.DefaultBootstrapServiceCIDR
+	}
 	return n
 }
 

@@ -306,6 +306,10 @@ func TestHostProvision(t *testing.T) {
 			t.Errorf("%s's BareMetalHost names no Ironic node", name)
 			continue
 		}
+		// The agent syncs the clock with hwclock (util-linux-extra).
+		if strings.Contains(string(serial), "No such file or directory: 'hwclock'") {
+			t.Errorf("%s's deploy ramdisk has no hwclock: the agent's clock step failed", name)
+		}
 		if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).Find(serial); line == nil {
 			t.Errorf("%s's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", name, id, command.Tail(string(serial), 30))
 		} else {

@@ -14,6 +14,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/status"
 	"github.com/bootstick/bootstick/internal/supervise"
 )
@@ -56,8 +57,8 @@ func init() {
 			fs.StringVar(&o.dataDisk, "data-disk", "", "appliance: the data disk (default: the site's bootstrap.dataDisk, else ours by label, else the first empty disk)")
 			fs.BoolVar(&o.wipeDataDisk, "wipe-data-disk", false, "appliance: erase the named data disk even when it holds data")
 			fs.StringVar(&o.ageIdentity, "age-identity", "", "age identity file for encrypted passwords (default: age/identity.txt on the data disk, when there)")
-			fs.StringVar(&o.podSubnet, "pod-subnet", "10.244.0.0/16", "the pod CIDR")
-			fs.StringVar(&o.svcSubnet, "service-subnet", "10.96.0.0/12", "the service CIDR")
+			fs.StringVar(&o.podSubnet, "pod-subnet", "", "this machine's cluster's pod CIDR (default: the site's bootstrap.podCIDR, else "+site.DefaultBootstrapPodCIDR+")")
+			fs.StringVar(&o.svcSubnet, "service-subnet", "", "this machine's cluster's service CIDR (default: the site's bootstrap.serviceCIDR, else "+site.DefaultBootstrapServiceCIDR+")")
 			fs.DurationVar(&o.timeout, "wait", 10*time.Minute, "how long to wait for the node to be ready")
 			fs.StringVar(&o.kindName, "kind-name", "bootstick", "kind: the kind cluster's name")
 			fs.StringVar(&o.kindNodeImage, "kind-node-image", "", "kind: the node image, from the bundle or the engine, never pulled (default: the bundle's registry.bootstick.dev/kind-node, else kindest/node, at the bundle's Kubernetes version)")

@@ -168,9 +168,7 @@ func decrypt(armored string, ids []age.Identity) (string, error) {
 
 // Defaults.
 const (
-	DefaultPodCIDR     = "10.244.0.0/16"
-	DefaultServiceCIDR = "10.96.0.0/12"
-	DefaultBootMode    = "UEFI"
+	DefaultBootMode = "UEFI"
 )
 
 func (s *Site) setDefaults() {
@@ -179,6 +177,12 @@ func (s *Site) setDefaults() {
 	}
 	if s.Cluster.ServiceCIDR == "" {
 		s.Cluster.ServiceCIDR = DefaultServiceCIDR
+	}
+	if s.Bootstrap.PodCIDR == "" {
+		s.Bootstrap.PodCIDR = DefaultBootstrapPodCIDR
+	}
+	if s.Bootstrap.ServiceCIDR == "" {
+		s.Bootstrap.ServiceCIDR = DefaultBootstrapServiceCIDR
 	}
 	for i := range s.Hosts {
 		h := &s.Hosts[i]

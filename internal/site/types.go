@@ -40,6 +40,10 @@ type Bootstrap struct {
 	// the BMCs' own self-signed certificates). Ironic trusts them beside
 	// the system's roots; the stick carries the file.
 	BMCCAFile string `yaml:"bmcCAFile,omitempty"`
+	// PodCIDR and ServiceCIDR are the bootstrap machine's own cluster's
+	// ranges (10.244.0.0/16 and 10.96.0.0/12 by default).
+	PodCIDR     string `yaml:"podCIDR,omitempty"`
+	ServiceCIDR string `yaml:"serviceCIDR,omitempty"`
 }
 
 // ProvisioningNetwork is the network the hosts PXE-boot from.

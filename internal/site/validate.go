@@ -39,6 +39,7 @@ func (s *Site) validate(opts Options) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.Bootstrap.validate(field.NewPath("bootstrap"))...)
 	errs = append(errs, s.validateBMCCA()...)
+	errs = append(errs, s.validateRanges()...)
 	errs = append(errs, s.validateHosts(opts)...)
 	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap, opts.Plugins)...)
 	for i, k := range s.SSHAuthorizedKeys {
@@ -546,41 +547,6 @@ func (c *Cluster) validate(p *field.Path, b Bootstrap, plugins []string) field.E
 		errs = append(errs, field.Required(np, "name the cluster (a DNS label)"))
 	} else if len(validation.IsDNS1123Label(c.Name)) > 0 {
 		errs = append(errs, field.Invalid(np, c.Name, "must be a DNS-1123 label: lower-case letters, digits and '-'"))
-	}
-	type net struct {
-		path   *field.Path
-		value  string
-		prefix netip.Prefix
-	}
-	var nets []net
-	for _, n := range []struct {
-		path  *field.Path
-		value string
-	}{{p.Child("podCIDR"), c.PodCIDR}, {p.Child("serviceCIDR"), c.ServiceCIDR}} {
-		pr, err := netip.ParsePrefix(n.value)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(n.path, n.value, "not a CIDR such as 10.244.0.0/16"))
-		case pr.Masked() != pr:
-			errs = append(errs, field.Invalid(n.path, n.value, "has host bits set: did you mean "+pr.Masked().String()+"?"))
-		default:
-			nets = append(nets, net{n.path, n.value, pr})
-		}
-	}
-	if pr, err := netip.ParsePrefix(b.Provisioning.Address); err == nil {
-		nets = append(nets, net{field.NewPath("bootstrap", "provisioning", "address"), b.Provisioning.Address, pr.Masked()})
-	}
-	if b.External != nil {
-		if pr, err := netip.ParsePrefix(b.External.Address); err == nil {
-			nets = append(nets, net{field.NewPath("bootstrap", "external", "address"), b.External.Address, pr.Masked()})
-		}
-	}
-	for i := 0; i < len(nets); i++ {
-		for j := i + 1; j < len(nets); j++ {
-			if i < 2 && nets[i].path.String() != nets[j].path.String() && nets[i].prefix.Overlaps(nets[j].prefix) && strings.HasPrefix(nets[i].path.String(), "cluster") {
-				errs = append(errs, field.Invalid(nets[i].path, nets[i].value, "overlaps "+nets[j].path.String()+" "+nets[j].prefix.String()))
-			}
-		}
 	}
 	seen := map[string]bool{}
 	for i, pl := range c.KUDPlugins {

@@ -46,8 +46,10 @@ type Cluster struct {
 	Plugins       []string
 }
 
-// DefaultPodSubnet is flannel's, used when the Provisioning names none.
-const DefaultPodSubnet = "10.244.0.0/16"
+// DefaultPodSubnet is used when the Provisioning names none: the site's
+// default application-cluster pod range, clear of the bootstrap machine's
+// own (10.244.0.0/16, flannel's usual).
+const DefaultPodSubnet = "10.128.0.0/16"
 
 // InstallScript installs the packages and configures containerd, the
 // kubelet and (with flannel) the CNI plugin.

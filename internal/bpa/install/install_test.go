@@ -62,7 +62,7 @@ func TestScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	bashSyntax(t, "init", initS)
-	for _, want := range []string{"podSubnet: 10.244.0.0/16", "value: 172.22.0.50", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print",
+	for _, want := range []string{"podSubnet: 10.128.0.0/16", "value: 172.22.0.50", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print",
 		"- name: election-timeout", `value: "5000"`} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q", want)
@@ -86,7 +86,7 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.244.0.0/16"`) ||
+	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.128.0.0/16"`) ||
 		!strings.Contains(m, `value: "172.22.0.50"`) {
 		t.Errorf("flannel manifest:\n%s", m)
 	}
