@@ -26,7 +26,7 @@ hosts:
   bmc:
     address: redfish-virtualmedia+https://10.10.1.11/redfish/v1/Systems/1
     credentials: {username: admin, password: pw-static-1}
-  bootMACAddress: 52:54:00:00:01:0A
+  bootMACAddress: 52-54-00-00-01-0A
   image: {bundled: ubuntu-22.04}
   networkData:
     links: [{id: prov, type: phy, ethernet_mac_address: "52:54:00:00:01:0a"}]
@@ -40,6 +40,17 @@ hosts:
   bootMACAddress: 52:54:00:00:01:0b
   image: {bundled: ubuntu-22.04}
   networkData: {version: 2, ethernets: {eno1: {dhcp4: true}}}
+- name: vm-dhcp
+  role: worker
+  bmc:
+    address: redfish-virtualmedia://10.10.1.14/redfish/v1/Systems/1
+    credentials: {username: admin, password: pw-dhcp-4}
+  bootMACAddress: 52:54:00:00:01:0d
+  image: {bundled: ubuntu-22.04}
+  networkData:
+    links: [{id: prov, type: phy, ethernet_mac_address: "52:54:00:00:01:0d"}]
+    networks: [{id: v4, type: ipv4_dhcp, link: prov, network_id: prov}]
+    services: []
 - name: pxe-static
   role: worker
   bmc:
@@ -56,9 +67,11 @@ cluster: {name: vm}
 
 // TestVirtualMediaNeedsNoDHCP: a host booted by virtual media with
 // OpenStack network data gets it as its preprovisioning network data (its
-// deploy ramdisk's), and DHCP is told never to answer its MAC; a host whose
-// network data Ironic cannot put on the ISO, and a host booted by PXE,
-// keep DHCP.
+// deploy ramdisk's), and when that gives its boot NIC a static address,
+// DHCP is told never to answer its MAC (written as dnsmasq reads it,
+// whatever form the site used). A host whose network data asks for DHCP,
+// one whose network data Ironic cannot put on the ISO, and a host booted
+// by PXE keep DHCP.
 func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 	s, err := site.Parse("vm/site.yaml", []byte(vmediaSite), site.Options{BundledImages: testImages})
 	if err != nil {
@@ -77,7 +90,7 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 			pre[b.Name] = b.Spec.PreprovisioningNetworkDataName
 		}
 	}
-	want := map[string]string{"vm-static": NetworkDataSecretName("vm-static"), "vm-netplan": "", "pxe-static": ""}
+	want := map[string]string{"vm-static": NetworkDataSecretName("vm-static"), "vm-dhcp": NetworkDataSecretName("vm-dhcp"), "vm-netplan": "", "pxe-static": ""}
 	for name, w := range want {
 		if pre[name] != w {
 			t.Errorf("%s: preprovisioningNetworkDataName %q, want %q", name, pre[name], w)

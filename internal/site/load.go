@@ -221,14 +221,18 @@ type EarlyHost struct {
 	NetworkData    map[string]any `yaml:"networkData"`
 }
 
-// NoDHCP are the boot MACs of the hosts whose deploy ramdisk takes its
-// address from its network data on the virtual media: DHCP must not
-// answer them.
+// NoDHCP are the boot MACs (lower case, colon-separated, as dnsmasq
+// reads them) of the hosts whose deploy ramdisk takes a static address
+// for its boot NIC from its network data on the virtual media: DHCP must
+// not answer them. A host whose network data asks for DHCP keeps it.
 func (e *Early) NoDHCP() []string {
 	var out []string
 	for _, h := range e.Hosts {
-		if RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
-			out = append(out, strings.ToLower(h.BootMACAddress))
+		if !RamdiskNetworkData(h.BMC.Address, h.NetworkData) || !staticOn(h.NetworkData, h.BootMACAddress) {
+			continue
+		}
+		if mac, err := NormalizeMAC(h.BootMACAddress); err == nil {
+			out = append(out, mac)
 		}
 	}
 	return out

@@ -57,8 +57,10 @@ func (s *Site) clusterRanges() ([]cidr, field.ErrorList) {
 
 // validateRanges: the four cluster ranges overlap neither each other nor
 // any network or address the site names (the bootstrap machine's networks,
-// its gateway, NTP and DNS servers, the BMCs, the hosts' network data): a
-// packet to such an address would be taken for a pod's or a service's.
+// its gateway, NTP and DNS servers, the hosts' network data; a BMC's
+// address, which only the bootstrap machine reaches, only its own
+// ranges): a packet to such an address would be taken for a pod's or a
+// service's.
 func (s *Site) validateRanges() field.ErrorList {
 	ranges, errs := s.clusterRanges()
 	for i := range ranges {
@@ -69,8 +71,11 @@ func (s *Site) validateRanges() field.ErrorList {
 			}
 		}
 	}
-	inside := func(p *field.Path, value string, a netip.Addr) {
+	inside := func(p *field.Path, value string, a netip.Addr, bootstrapOnly bool) {
 		for _, r := range ranges {
+			if bootstrapOnly && !strings.HasPrefix(r.path.String(), "bootstrap.") {
+				continue
+			}
 			if r.prefix.Contains(a) {
 				errs = append(errs, field.Invalid(p, value, fmt.Sprintf("is inside %s %s: traffic to it would go to a pod or a service; move %s", r.path, r.prefix, r.path)))
 				return
@@ -90,7 +95,7 @@ func (s *Site) validateRanges() field.ErrorList {
 	}
 	addr := func(p *field.Path, value string) {
 		if a, err := netip.ParseAddr(value); err == nil {
-			inside(p, value, a.Unmap())
+			inside(p, value, a.Unmap(), false)
 		}
 	}
 	b := s.Bootstrap
@@ -107,8 +112,11 @@ func (s *Site) validateRanges() field.ErrorList {
 	}
 	for i, h := range s.Hosts {
 		hp := field.NewPath("hosts").Index(i)
+		// Only the bootstrap machine (Ironic) talks to the BMCs.
 		if u, err := url.Parse(h.BMC.Address); err == nil {
-			addr(hp.Child("bmc", "address"), u.Hostname())
+			if a, err := netip.ParseAddr(u.Hostname()); err == nil {
+				inside(hp.Child("bmc", "address"), u.Hostname(), a.Unmap(), true)
+			}
 		}
 		networkDataAddresses(hp.Child("networkData"), h.NetworkData, addr)
 	}

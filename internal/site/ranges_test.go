@@ -54,10 +54,14 @@ CLUSTER
 				"bootstrap.ntp[0]: Invalid value: \"10.10.0.1\": is inside bootstrap.podCIDR",
 				"hosts[0].bmc.address: Invalid value: \"10.10.1.10\": is inside bootstrap.podCIDR",
 				"hosts[0].networkData.ethernets.eno1.nameservers.addresses[0]: Invalid value: \"10.10.0.1\": is inside bootstrap.podCIDR"}},
-		{name: "a BMC and a host address inside the application cluster's services",
-			bmc: "10.112.0.9", hostAddr: "10.120.0.5",
-			want: []string{"hosts[0].bmc.address: Invalid value: \"10.112.0.9\": is inside cluster.serviceCIDR 10.112.0.0/12",
-				"hosts[0].networkData.ethernets.eno1.addresses[0]: Invalid value: \"10.120.0.5\": is inside cluster.serviceCIDR 10.112.0.0/12"}},
+		{name: "a host address inside the application cluster's services",
+			bmc: "10.10.1.10", hostAddr: "10.120.0.5",
+			want: []string{"hosts[0].networkData.ethernets.eno1.addresses[0]: Invalid value: \"10.120.0.5\": is inside cluster.serviceCIDR 10.112.0.0/12"}},
+		// Only the bootstrap machine reaches a BMC: the application
+		// cluster's ranges do not matter to it, the appliance's do.
+		{name: "a BMC inside the application cluster's services", bmc: "10.112.0.9", hostAddr: "172.22.0.50"},
+		{name: "a BMC inside the appliance's services", bmc: "10.96.0.9", hostAddr: "172.22.0.50",
+			want: []string{"hosts[0].bmc.address: Invalid value: \"10.96.0.9\": is inside bootstrap.serviceCIDR 10.96.0.0/12"}},
 		{name: "a range with host bits", cluster: "  podCIDR: 10.128.0.1/16", bmc: "10.10.1.10", hostAddr: "172.22.0.50",
 			want: []string{"cluster.podCIDR: Invalid value: \"10.128.0.1/16\": has host bits set: did you mean 10.128.0.0/16?"}},
 	} {

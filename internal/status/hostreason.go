@@ -22,6 +22,8 @@ func HostReason(errorType, message string) string {
 	}
 	var advice string
 	switch {
+	case has("certificate verify failed", "certificate_verify_failed"):
+		advice = "this machine does not trust the BMC's HTTPS certificate: give the CA that signed it (or the BMC's own certificate) in the site's bootstrap.bmcCAFile"
 	case has("checksum"):
 		advice = "the OS image's checksum does not match the image: check image.checksum in the site, or the image file"
 	case has("unauthorized", "authentication", "rakp", "password", "invalid user", "insufficient privilege"):
@@ -43,6 +45,9 @@ func HostReason(errorType, message string) string {
 // BMCReason says what to do about a registration error once a probe
 // without credentials has asked the BMC at address whether it is there.
 func BMCReason(address string, answers bool, message string) string {
+	if m := strings.ToLower(message); strings.Contains(m, "certificate verify failed") || strings.Contains(m, "certificate_verify_failed") {
+		return HostReason("registration error", message)
+	}
 	advice := "nothing answers at " + address + ": check the host's bmc.address in the site, that the BMC is on and reachable from this machine, and that IPMI over LAN or Redfish is enabled"
 	if answers {
 		advice = "the BMC at " + address + " answers but refuses the user name or password: check the host's bmc.credentials in the site"

@@ -221,4 +221,11 @@ func TestBMCReasonTellsSilenceFromRefusal(t *testing.T) {
 	if got := BMCReason("ipmi://192.0.2.1:623", false, msg); !strings.HasPrefix(got, "registration error: nothing answers at ipmi://192.0.2.1:623: check the host's bmc.address") {
 		t.Errorf("a BMC that does not answer: %q", got)
 	}
+	// A Redfish BMC whose certificate this machine does not trust answers
+	// too, but its credentials were never tried: the site's BMC CA is
+	// what to fix (sushy's words, through requests).
+	tls := "Failed to get power state for node 1be26c0b. Error: Redfish connection failed for node 1be26c0b: HTTPSConnectionPool(host='192.0.2.5', port=443): Max retries exceeded (Caused by SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate in certificate chain (_ssl.c:1028)')))"
+	if got := BMCReason("redfish://192.0.2.5/redfish/v1/Systems/1", true, tls); !strings.HasPrefix(got, "registration error: this machine does not trust the BMC's HTTPS certificate: give the CA that signed it (or the BMC's own certificate) in the site's bootstrap.bmcCAFile") {
+		t.Errorf("a BMC whose certificate is not trusted: %q", got)
+	}
 }

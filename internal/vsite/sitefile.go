@@ -138,7 +138,9 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 		bootstrap["bmcCAFile"] = ca
 	}
 	if p, ok := bootstrap["provisioning"].(map[string]any); ok && c.DHCPStart.IsValid() {
+		p = maps.Clone(p) // the caller's map stays as it was
 		p["dhcpRange"] = m{"start": c.DHCPStart.String(), "end": c.DHCPEnd.String()}
+		bootstrap["provisioning"] = p
 	}
 	doc := m{
 		"apiVersion": "bootstick.dev/v1alpha1",
