@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -90,20 +91,12 @@ func discover(ctx context.Context, o runOptions, p paths, services supervise.Man
 	}
 	// This machine's cluster ranges: the flag, else the site's, else the
 	// default.
+	var b site.Bootstrap
 	if n.early != nil {
-		if n.opts.podSubnet == "" {
-			n.opts.podSubnet = n.early.Bootstrap.PodCIDR
-		}
-		if n.opts.svcSubnet == "" {
-			n.opts.svcSubnet = n.early.Bootstrap.ServiceCIDR
-		}
+		b = n.early.Bootstrap
 	}
-	if n.opts.podSubnet == "" {
-		n.opts.podSubnet = site.DefaultBootstrapPodCIDR
-	}
-	if n.opts.svcSubnet == "" {
-		n.opts.svcSubnet = site.DefaultBootstrapServiceCIDR
-	}
+	n.opts.podSubnet = cmp.Or(n.opts.podSubnet, b.PodCIDR, site.DefaultBootstrapPodCIDR)
+	n.opts.svcSubnet = cmp.Or(n.opts.svcSubnet, b.ServiceCIDR, site.DefaultBootstrapServiceCIDR)
 	return n
 }
 

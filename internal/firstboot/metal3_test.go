@@ -243,17 +243,22 @@ func TestHostProvision(t *testing.T) {
 			t.Errorf("ip addr on %s shows no %s/24:\n%s", hs.name, hs.ip, addrs)
 		}
 	}
+	// Each host's serial console, as text.
+	consoles := map[string]string{}
+	for _, hs := range good {
+		data, err := os.ReadFile(vs.SerialLog(hs.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		consoles[hs.name] = qemu.ConsoleText(data)
+	}
 	// The UEFI hosts booted as a real server does: the firmware's own PXE
 	// client (the NICs' option ROMs are off) loaded snponly.efi.
 	for _, hs := range good {
 		if hs.ironicMode != "uefi" || hs.boot != "ipxe" {
 			continue
 		}
-		console, err := os.ReadFile(vs.SerialLog(hs.name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain := qemu.ConsoleText(console)
+		plain := consoles[hs.name]
 		if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
 			t.Errorf("%s's console shows no firmware PXE loading snponly.efi:\n%s", hs.name, command.Tail(plain, 40))
 		} else {
@@ -264,11 +269,7 @@ func TestHostProvision(t *testing.T) {
 	// The virtual-media host booted the CD its BMC mounted, and its deploy
 	// ramdisk took its address from the ISO's network data: DHCP never
 	// heard from it.
-	vmConsole, err := os.ReadFile(vs.SerialLog("node-uefi-vmedia"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vmPlain := qemu.ConsoleText(vmConsole)
+	vmPlain := consoles["node-uefi-vmedia"]
 	for what, re := range map[string]string{
 		"OVMF booting the CD":                          `BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`,
 		"the ramdisk's network from network_data.json": `bootstick-netdata: network from the virtual media's network_data\.json: ` + regexp.QuoteMeta(m3VMediaHostIP),
@@ -297,23 +298,20 @@ func TestHostProvision(t *testing.T) {
 	api := ironicAsBMO(t, ctx, c)
 	for _, hs := range good {
 		name, bmc, mode, boot := hs.name, hs.bmc, hs.ironicMode, hs.boot
-		serial, err := os.ReadFile(vs.SerialLog(name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		serial := consoles[name]
 		id := bmhProvisioningID(ctx, dyn, name)
 		if id == "" {
 			t.Errorf("%s's BareMetalHost names no Ironic node", name)
 			continue
 		}
 		// The agent syncs the clock with hwclock (util-linux-extra).
-		if strings.Contains(string(serial), "No such file or directory: 'hwclock'") {
+		if strings.Contains(serial, "No such file or directory: 'hwclock'") {
 			t.Errorf("%s's deploy ramdisk has no hwclock: the agent's clock step failed", name)
 		}
-		if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).Find(serial); line == nil {
-			t.Errorf("%s's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", name, id, command.Tail(string(serial), 30))
+		if line := regexp.MustCompile(`.*Lookup succeeded, node UUID is ` + regexp.QuoteMeta(id) + `.*`).FindString(serial); line == "" {
+			t.Errorf("%s's console has no \"Lookup succeeded, node UUID is %s\" from the agent:\n%s", name, id, command.Tail(serial, 30))
 		} else {
-			t.Logf("%s's console: %s", name, strings.TrimSpace(string(line)))
+			t.Logf("%s's console: %s", name, strings.TrimSpace(line))
 		}
 		// BMO gives the node its boot mode as a capability.
 		var node struct {

@@ -109,14 +109,8 @@ func VirtualMedia(address string) bool {
 
 // RamdiskNetworkData says whether a host's deploy ramdisk takes its
 // network from the host's network data: it boots by virtual media, and
-// its networkData is OpenStack's network_data.json (links and networks),
-// which Ironic puts on the ISO. Such a host needs no DHCP; any other
-// host's ramdisk asks for it.
+// its networkData is OpenStack's network_data.json (links, networks),
+// which Ironic puts on the ISO. Any other host's ramdisk asks for DHCP.
 func RamdiskNetworkData(address string, networkData map[string]any) bool {
-	if !VirtualMedia(address) || networkData == nil {
-		return false
-	}
-	_, links := networkData["links"]
-	_, networks := networkData["networks"]
-	return links && networks
+	return VirtualMedia(address) && openStackNetworkData(networkData)
 }

@@ -6,6 +6,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// Network data is free-form YAML (map[string]any); these read one level
+// of it, giving the zero value for anything else.
+func list(v any) []any          { l, _ := v.([]any); return l }
+func dict(v any) map[string]any { m, _ := v.(map[string]any); return m }
+func str(v any) string          { s, _ := v.(string); return s }
+
+// openStackNetworkData says whether network data is OpenStack's
+// network_data.json (links, networks) rather than cloud-init's v2.
+func openStackNetworkData(nd map[string]any) bool {
+	return nd["links"] != nil || nd["networks"] != nil
+}
+
 // l2Required are the fields Ironic's network_data.json schema requires of
 // a link, by its type (every other type is a plain NIC, as phy).
 var l2Required = map[string][]string{
@@ -17,59 +29,20 @@ var l2Required = map[string][]string{
 // validateRamdiskNetworkData checks the network data of a host booted by
 // virtual media, which Ironic puts on the host's boot ISO for its deploy
 // ramdisk: Ironic refuses network_data.json that lacks a field its schema
-// requires (the node would never register), so the site does first.
+// requires (the node would never register), so the site does first; and
+// every link a network, VLAN or bond names must be there, and a static
+// network must have its address, for the ramdisk to configure the NICs.
 func validateRamdiskNetworkData(p *field.Path, nd map[string]any) field.ErrorList {
 	var errs field.ErrorList
 	const why = "Ironic puts a virtual-media host's network data on its boot ISO only as valid network_data.json"
 	for _, k := range []string{"links", "networks", "services"} {
-		if _, ok := nd[k]; !ok {
+		if nd[k] == nil {
 			errs = append(errs, field.Required(p.Child(k), why+" (an empty list will do)"))
 		}
 	}
-	each := func(key string, required func(m map[string]any) []string) {
-		list, ok := nd[key].([]any)
-		if !ok {
-			if nd[key] != nil {
-				errs = append(errs, field.Invalid(p.Child(key), field.OmitValueType{}, "must be a list"))
-			}
-			return
-		}
-		for i, item := range list {
-			ip := p.Child(key).Index(i)
-			m, ok := item.(map[string]any)
-			if !ok {
-				errs = append(errs, field.Invalid(ip, field.OmitValueType{}, "must be a mapping"))
-				continue
-			}
-			for _, f := range required(m) {
-				if _, ok := m[f]; !ok {
-					errs = append(errs, field.Required(ip.Child(f), why))
-				}
-			}
-			if key != "networks" {
-				continue
-			}
-			routes, _ := m["routes"].([]any)
-			for j, r := range routes {
-				rm, ok := r.(map[string]any)
-				if !ok {
-					errs = append(errs, field.Invalid(ip.Child("routes").Index(j), field.OmitValueType{}, "must be a mapping"))
-					continue
-				}
-				for _, f := range []string{"network", "netmask", "gateway"} {
-					if _, ok := rm[f]; !ok {
-						errs = append(errs, field.Required(ip.Child("routes").Index(j).Child(f), why))
-					}
-				}
-			}
-		}
-	}
-	// Every reference names a link, and a static network has its address:
-	// the ramdisk configures the NICs from these.
 	ids := map[string]bool{}
-	links, _ := nd["links"].([]any)
-	for _, l := range links {
-		if m, ok := l.(map[string]any); ok {
+	for _, l := range list(nd["links"]) {
+		if m := dict(l); m != nil {
 			ids[fmt.Sprint(m["id"])] = true
 		}
 	}
@@ -78,32 +51,55 @@ func validateRamdiskNetworkData(p *field.Path, nd map[string]any) field.ErrorLis
 			errs = append(errs, field.NotFound(p, v))
 		}
 	}
-	for i, l := range links {
-		m, _ := l.(map[string]any)
-		lp := p.Child("links").Index(i)
-		ref(lp.Child("vlan_link"), m["vlan_link"])
-		members, _ := m["bond_links"].([]any)
-		for j, b := range members {
-			ref(lp.Child("bond_links").Index(j), b)
+	need := func(p *field.Path, m map[string]any, fields ...string) {
+		for _, f := range fields {
+			if _, ok := m[f]; !ok {
+				errs = append(errs, field.Required(p.Child(f), why))
+			}
 		}
 	}
-	networks, _ := nd["networks"].([]any)
-	for i, n := range networks {
-		m, _ := n.(map[string]any)
-		np := p.Child("networks").Index(i)
+	// each visits the mappings of the list at key.
+	each := func(key string, visit func(p *field.Path, m map[string]any)) {
+		if nd[key] != nil && list(nd[key]) == nil {
+			errs = append(errs, field.Invalid(p.Child(key), field.OmitValueType{}, "must be a list"))
+			return
+		}
+		for i, item := range list(nd[key]) {
+			ip := p.Child(key).Index(i)
+			if m := dict(item); m != nil {
+				visit(ip, m)
+			} else {
+				errs = append(errs, field.Invalid(ip, field.OmitValueType{}, "must be a mapping"))
+			}
+		}
+	}
+	each("links", func(lp *field.Path, m map[string]any) {
+		required, ok := l2Required[fmt.Sprint(m["type"])]
+		if !ok {
+			required = l2Required[""]
+		}
+		need(lp, m, required...)
+		ref(lp.Child("vlan_link"), m["vlan_link"])
+		for j, b := range list(m["bond_links"]) {
+			ref(lp.Child("bond_links").Index(j), b)
+		}
+	})
+	each("networks", func(np *field.Path, m map[string]any) {
+		need(np, m, "id", "type", "link", "network_id")
 		ref(np.Child("link"), m["link"])
 		if t := m["type"]; (t == "ipv4" || t == "ipv6") && m["ip_address"] == nil {
 			errs = append(errs, field.Required(np.Child("ip_address"), "a static network needs its address (or make it ipv4_dhcp)"))
 		}
-	}
-	each("links", func(m map[string]any) []string {
-		if r, ok := l2Required[fmt.Sprint(m["type"])]; ok {
-			return r
+		for j, r := range list(m["routes"]) {
+			rp := np.Child("routes").Index(j)
+			if rm := dict(r); rm != nil {
+				need(rp, rm, "network", "netmask", "gateway")
+			} else {
+				errs = append(errs, field.Invalid(rp, field.OmitValueType{}, "must be a mapping"))
+			}
 		}
-		return l2Required[""]
 	})
-	each("networks", func(map[string]any) []string { return []string{"id", "type", "link", "network_id"} })
-	each("services", func(map[string]any) []string { return []string{"type", "address"} })
+	each("services", func(sp *field.Path, m map[string]any) { need(sp, m, "type", "address") })
 	return errs
 }
 
@@ -116,17 +112,15 @@ func staticOn(nd map[string]any, mac string) bool {
 		return false
 	}
 	ids := map[any]bool{}
-	links, _ := nd["links"].([]any)
-	for _, l := range links {
-		m, _ := l.(map[string]any)
+	for _, l := range list(nd["links"]) {
+		m := dict(l)
 		if got, err := NormalizeMAC(fmt.Sprint(m["ethernet_mac_address"])); err == nil && got == want {
 			ids[m["id"]] = true
 		}
 	}
 	static := false
-	networks, _ := nd["networks"].([]any)
-	for _, n := range networks {
-		m, _ := n.(map[string]any)
+	for _, n := range list(nd["networks"]) {
+		m := dict(n)
 		if !ids[m["link"]] {
 			continue
 		}

@@ -26,6 +26,8 @@ type cidr struct {
 	path   *field.Path
 	value  string
 	prefix netip.Prefix
+	// bootstrap: the bootstrap machine's own cluster's range.
+	bootstrap bool
 }
 
 // clusterRanges parses the appliance's and the application cluster's pod
@@ -34,13 +36,14 @@ func (s *Site) clusterRanges() ([]cidr, field.ErrorList) {
 	var out []cidr
 	var errs field.ErrorList
 	for _, n := range []struct {
-		path  *field.Path
-		value string
+		path      *field.Path
+		value     string
+		bootstrap bool
 	}{
-		{field.NewPath("bootstrap", "podCIDR"), s.Bootstrap.PodCIDR},
-		{field.NewPath("bootstrap", "serviceCIDR"), s.Bootstrap.ServiceCIDR},
-		{field.NewPath("cluster", "podCIDR"), s.Cluster.PodCIDR},
-		{field.NewPath("cluster", "serviceCIDR"), s.Cluster.ServiceCIDR},
+		{field.NewPath("bootstrap", "podCIDR"), s.Bootstrap.PodCIDR, true},
+		{field.NewPath("bootstrap", "serviceCIDR"), s.Bootstrap.ServiceCIDR, true},
+		{field.NewPath("cluster", "podCIDR"), s.Cluster.PodCIDR, false},
+		{field.NewPath("cluster", "serviceCIDR"), s.Cluster.ServiceCIDR, false},
 	} {
 		pr, err := netip.ParsePrefix(n.value)
 		switch {
@@ -49,7 +52,7 @@ func (s *Site) clusterRanges() ([]cidr, field.ErrorList) {
 		case pr.Masked() != pr:
 			errs = append(errs, field.Invalid(n.path, n.value, "has host bits set: did you mean "+pr.Masked().String()+"?"))
 		default:
-			out = append(out, cidr{n.path, n.value, pr})
+			out = append(out, cidr{n.path, n.value, pr, n.bootstrap})
 		}
 	}
 	return out, errs
@@ -73,7 +76,7 @@ func (s *Site) validateRanges() field.ErrorList {
 	}
 	inside := func(p *field.Path, value string, a netip.Addr, bootstrapOnly bool) {
 		for _, r := range ranges {
-			if bootstrapOnly && !strings.HasPrefix(r.path.String(), "bootstrap.") {
+			if bootstrapOnly && !r.bootstrap {
 				continue
 			}
 			if r.prefix.Contains(a) {
@@ -127,9 +130,6 @@ func (s *Site) validateRanges() field.ErrorList {
 // data: OpenStack's networks[].ip_address and routes' gateways, and
 // cloud-init v2's addresses, gateways and nameservers.
 func networkDataAddresses(p *field.Path, nd map[string]any, found func(*field.Path, string)) {
-	list := func(v any) []any { l, _ := v.([]any); return l }
-	dict := func(v any) map[string]any { m, _ := v.(map[string]any); return m }
-	str := func(v any) string { s, _ := v.(string); return s }
 	for i, n := range list(nd["networks"]) {
 		np := p.Child("networks").Index(i)
 		found(np.Child("ip_address"), str(dict(n)["ip_address"]))

@@ -294,7 +294,7 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 			errs = append(errs, field.Invalid(hp.Child("bootMode"), h.BootMode,
 				"this stick boots hosts by virtual media in UEFI mode only: set bootMode UEFI, or boot the host by PXE (redfish:// or ipmi://)"))
 		}
-		if VirtualMedia(h.BMC.Address) && h.NetworkData != nil && (h.NetworkData["links"] != nil || h.NetworkData["networks"] != nil) {
+		if RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
 			errs = append(errs, validateRamdiskNetworkData(hp.Child("networkData"), h.NetworkData)...)
 		}
 		if hints := h.RootDeviceHints; hints != nil {

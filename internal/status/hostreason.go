@@ -22,7 +22,7 @@ func HostReason(errorType, message string) string {
 	}
 	var advice string
 	switch {
-	case has("certificate verify failed", "certificate_verify_failed"):
+	case certificateUntrusted(message):
 		advice = "this machine does not trust the BMC's HTTPS certificate: give the CA that signed it (or the BMC's own certificate) in the site's bootstrap.bmcCAFile"
 	case has("checksum"):
 		advice = "the OS image's checksum does not match the image: check image.checksum in the site, or the image file"
@@ -45,7 +45,7 @@ func HostReason(errorType, message string) string {
 // BMCReason says what to do about a registration error once a probe
 // without credentials has asked the BMC at address whether it is there.
 func BMCReason(address string, answers bool, message string) string {
-	if m := strings.ToLower(message); strings.Contains(m, "certificate verify failed") || strings.Contains(m, "certificate_verify_failed") {
+	if certificateUntrusted(message) {
 		return HostReason("registration error", message)
 	}
 	advice := "nothing answers at " + address + ": check the host's bmc.address in the site, that the BMC is on and reachable from this machine, and that IPMI over LAN or Redfish is enabled"
@@ -53,6 +53,13 @@ func BMCReason(address string, answers bool, message string) string {
 		advice = "the BMC at " + address + " answers but refuses the user name or password: check the host's bmc.credentials in the site"
 	}
 	return reason("registration error", advice, message)
+}
+
+// certificateUntrusted says whether a message is TLS's (through requests
+// and sushy) for a server certificate this machine does not trust.
+func certificateUntrusted(message string) bool {
+	m := strings.ToLower(message)
+	return strings.Contains(m, "certificate verify failed") || strings.Contains(m, "certificate_verify_failed")
 }
 
 // reason is "type: advice (message)", the message on one line and cut
