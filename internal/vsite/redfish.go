@@ -17,8 +17,10 @@ import (
 // domain of the site (libvirtMachine), or a fake in the unit tests.
 type machineDriver interface {
 	State(ctx context.Context) (machineState, error)
-	// Reset is one of redfishResetTypes.
-	Reset(ctx context.Context, resetType string) error
+	// Reset does resetType, one of redfishResetTypes, and tells whether
+	// it started the machine (a new power-on, which reads the boot
+	// settings of its definition; a reboot of a running machine does not).
+	Reset(ctx context.Context, resetType string) (started bool, err error)
 	// SetBootTarget makes target (Pxe, Hdd or Cd) the first boot device
 	// from the next power-on.
 	SetBootTarget(ctx context.Context, target string) error
@@ -55,7 +57,13 @@ type redfishBMC struct {
 	// server's certificate against the system's roots (VirtualMedia says
 	// VerifyCertificate true).
 	fetch *http.Client
-	mux   *http.ServeMux
+	// maxImageBytes bounds a virtual media image: a larger one is refused.
+	maxImageBytes int64
+	// sessionTimeout ends a session unused that long (the
+	// SessionService's SessionTimeout), by the clock now.
+	sessionTimeout time.Duration
+	now            func() time.Time
+	mux            *http.ServeMux
 
 	// domMu orders the changes to the machine: its persistent definition
 	// is read, edited and written back.
@@ -67,7 +75,7 @@ type redfishBMC struct {
 	mu       sync.Mutex // guards the rest
 	sessions map[string]*redfishSession
 	nextID   int
-	enabled  string // BootSourceOverrideEnabled
+	boot     redfishBoot
 	media    redfishMedia
 }
 
@@ -91,8 +99,11 @@ func newRedfishBMC(m Machine, drv machineDriver, mediaDir string) *redfishBMC {
 			// reuse would outlive the site (and its goroutines with it).
 			DisableKeepAlives: true,
 		}},
-		sessions: map[string]*redfishSession{},
-		enabled:  "Continuous",
+		maxImageBytes:  defaultMaxImageBytes,
+		sessionTimeout: defaultSessionTimeout,
+		now:            time.Now,
+		sessions:       map[string]*redfishSession{},
+		boot:           redfishBoot{enabled: overrideContinuous},
 	}
 	b.routes()
 	return b

@@ -71,10 +71,10 @@ func (l *libvirtMachine) State(ctx context.Context) (machineState, error) {
 	return st, nil
 }
 
-func (l *libvirtMachine) Reset(ctx context.Context, resetType string) error {
+func (l *libvirtMachine) Reset(ctx context.Context, resetType string) (started bool, err error) {
 	on, err := l.running(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var steps [][]string
 	switch resetType {
@@ -105,14 +105,15 @@ func (l *libvirtMachine) Reset(ctx context.Context, resetType string) error {
 			steps = [][]string{{"inject-nmi"}}
 		}
 	default:
-		return fmt.Errorf("reset type %q is not supported", resetType)
+		return false, fmt.Errorf("reset type %q is not supported", resetType)
 	}
 	for _, st := range steps {
 		if _, err := l.s.virsh(ctx, append(st, l.m.Name)...); err != nil {
-			return err
+			return false, err
 		}
+		started = started || st[0] == "start"
 	}
-	return nil
+	return started, nil
 }
 
 func (l *libvirtMachine) SetBootTarget(ctx context.Context, target string) error {

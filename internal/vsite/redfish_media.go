@@ -2,9 +2,8 @@ package vsite
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -82,19 +81,76 @@ func (b *redfishBMC) ejectMedia(w http.ResponseWriter, r *http.Request) {
 	b.eject(w, r)
 }
 
-// patchVirtualCD is the other way to insert and eject (Image and Inserted
-// in a PATCH), for clients that use it.
+// mediaPatch is the body of a PATCH of the virtual CD: only the
+// properties present change. The image server's credentials, if given,
+// are taken and not used (nor kept).
+type mediaPatch struct {
+	Image                optional[string] // null or "" ejects
+	Inserted             optional[bool]   // false ejects
+	WriteProtected       optional[bool]
+	VerifyCertificate    optional[bool]
+	TransferProtocolType optional[string]
+	TransferMethod       optional[string]
+	UserName, Password   optional[string]
+}
+
+// optional is a property of a PATCH body, which tells whether it was
+// there (null included) from whether it was null.
+type optional[T any] struct {
+	set, null bool
+	v         T
+}
+
+func (o *optional[T]) UnmarshalJSON(data []byte) error {
+	o.set = true
+	if string(data) == "null" {
+		o.null = true
+		return nil
+	}
+	return json.Unmarshal(data, &o.v)
+}
+
+// patchVirtualCD is the other way to insert and eject, for clients that
+// use it (sushy does when a BMC has no InsertMedia action): Image
+// inserts; Image null or "", or Inserted false, ejects; a PATCH of other
+// properties leaves the medium as it is. Inserting the image that is in
+// already changes nothing.
 func (b *redfishBMC) patchVirtualCD(w http.ResponseWriter, r *http.Request) {
-	var req insertRequest
+	var req mediaPatch
 	if err := decodeBody(r, &req); err != nil {
 		redfishError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Image == "" || (req.Inserted != nil && !*req.Inserted) {
-		b.eject(w, r)
-		return
+	for _, p := range []struct {
+		name string
+		o    optional[bool]
+	}{{"Inserted", req.Inserted}, {"WriteProtected", req.WriteProtected}, {"VerifyCertificate", req.VerifyCertificate}} {
+		if p.o.null {
+			redfishError(w, http.StatusBadRequest, p.name+" cannot be null")
+			return
+		}
 	}
-	b.insert(w, r, req)
+	eject := req.Image.set && req.Image.v == "" || req.Inserted.set && !req.Inserted.v
+	image := req.Image.v
+	b.mu.Lock()
+	inserted := b.media.image
+	b.mu.Unlock()
+	switch {
+	case req.WriteProtected.set && !req.WriteProtected.v:
+		redfishError(w, http.StatusBadRequest, "WriteProtected false is not supported: a CD is read-only")
+	case req.VerifyCertificate.set && !req.VerifyCertificate.v:
+		redfishError(w, http.StatusBadRequest, "VerifyCertificate false is not supported: this BMC always verifies an HTTPS image server's certificate")
+	case eject && image != "":
+		redfishError(w, http.StatusBadRequest, "Inserted false with an Image is not supported: an image given is inserted")
+	case eject:
+		b.eject(w, r)
+	case image != "" && image != inserted:
+		b.insert(w, r, insertRequest{Image: image, TransferProtocolType: req.TransferProtocolType.v, TransferMethod: req.TransferMethod.v})
+	case req.Inserted.set && inserted == "":
+		redfishError(w, http.StatusBadRequest, "Inserted true needs an Image: the virtual CD is empty")
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // insert fetches the image into mediaDir and puts it in the machine's CD
@@ -181,43 +237,4 @@ func (b *redfishBMC) eject(w http.ResponseWriter, r *http.Request) {
 	b.media = redfishMedia{}
 	b.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// download writes the image at rawURL to file, whole or not at all. Its
-// errors name the URL without its query or user (they may hold secrets).
-func (b *redfishBMC) download(ctx context.Context, rawURL, file string) error {
-	u, _ := url.Parse(rawURL)
-	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	resp, err := b.fetch.Do(req)
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching %s: %s", shown, resp.Status)
-	}
-	tmp, err := os.CreateTemp(b.mediaDir, b.name+".cd.*.part")
-	if err != nil {
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, resp.Body); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
-		return fmt.Errorf("fetching %s: %w", shown, err)
-	}
-	return nil
 }

@@ -12,14 +12,16 @@ import (
 )
 
 // redfishSession is a session of the SessionService: its token goes in
-// X-Auth-Token. A session unused for sessionTimeout ends.
+// X-Auth-Token. A session unused for the BMC's sessionTimeout ends.
 type redfishSession struct {
 	id       string
 	token    string
 	lastUsed time.Time
 }
 
-const sessionTimeout = 30 * time.Minute
+// defaultSessionTimeout is the SessionService's SessionTimeout, as on
+// common BMCs.
+const defaultSessionTimeout = 30 * time.Minute
 
 // credentials tells whether user and password are the BMC's, in constant
 // time. The digests are compared, not the strings: ConstantTimeCompare
@@ -46,17 +48,24 @@ func (b *redfishBMC) authorized(r *http.Request) bool {
 func (b *redfishBMC) sessionOf(token string) *redfishSession {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
-	for t, s := range b.sessions {
-		if now.Sub(s.lastUsed) > sessionTimeout {
-			delete(b.sessions, t)
-		}
-	}
+	now := b.endIdleSessions()
 	s := b.sessions[token]
 	if s != nil {
 		s.lastUsed = now
 	}
 	return s
+}
+
+// endIdleSessions ends the sessions unused for longer than
+// sessionTimeout, and returns the time it is. The caller holds mu.
+func (b *redfishBMC) endIdleSessions() time.Time {
+	now := b.now()
+	for t, s := range b.sessions {
+		if now.Sub(s.lastUsed) > b.sessionTimeout {
+			delete(b.sessions, t)
+		}
+	}
+	return now
 }
 
 func sessionPath(id string) string { return sessionsPath + "/" + id }
@@ -91,7 +100,7 @@ func (b *redfishBMC) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Lock()
 	b.nextID++
-	s := &redfishSession{id: strconv.Itoa(b.nextID), token: hex.EncodeToString(raw), lastUsed: time.Now()}
+	s := &redfishSession{id: strconv.Itoa(b.nextID), token: hex.EncodeToString(raw), lastUsed: b.now()}
 	b.sessions[s.token] = s
 	b.mu.Unlock()
 	w.Header().Set("X-Auth-Token", s.token)
@@ -99,10 +108,11 @@ func (b *redfishBMC) createSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, b.sessionJSON(s))
 }
 
-// sessionByID is the session with id, nil if none.
+// sessionByID is the live session with id, nil if none.
 func (b *redfishBMC) sessionByID(id string) *redfishSession {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.endIdleSessions()
 	for _, s := range b.sessions {
 		if s.id == id {
 			return s
@@ -134,6 +144,7 @@ func (b *redfishBMC) deleteSession(w http.ResponseWriter, r *http.Request) {
 
 func (b *redfishBMC) sessionList(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
+	b.endIdleSessions()
 	var paths []string
 	for _, s := range b.sessions {
 		paths = append(paths, sessionPath(s.id))
@@ -150,7 +161,7 @@ func (b *redfishBMC) sessionService(w http.ResponseWriter, r *http.Request) {
 		"Id":             "SessionService",
 		"Name":           "Session Service",
 		"ServiceEnabled": true,
-		"SessionTimeout": int(sessionTimeout / time.Second),
+		"SessionTimeout": int(b.sessionTimeout / time.Second),
 		"Sessions":       link(sessionsPath),
 	})
 }

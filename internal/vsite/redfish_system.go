@@ -1,19 +1,13 @@
 package vsite
 
 import (
-	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-var (
-	bootTargets = []string{bootNone, bootPxe, bootHdd, bootCd}
-	bootEnabled = []string{"Once", "Continuous", "Disabled"}
-)
+var bootTargets = []string{bootNone, bootPxe, bootHdd, bootCd}
 
 // Ids of the System's parts, and what the System says it is.
 const (
@@ -45,20 +39,6 @@ func (b *redfishBMC) state(w http.ResponseWriter, r *http.Request) (machineState
 
 func (b *redfishBMC) systems(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, collection("#ComputerSystemCollection.ComputerSystemCollection", "/redfish/v1/Systems", "Computer Systems", systemPath(b.name)))
-}
-
-// bootEnabled is the System's BootSourceOverrideEnabled.
-func (b *redfishBMC) bootEnabled() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.enabled
-}
-
-// etag is the System's ETag: it changes with what a PATCH changes (the
-// boot settings), not with the power state.
-func etag(enabled string, st machineState) string {
-	h := sha256.Sum256([]byte(enabled + "/" + st.BootTarget + "/" + bootMode(st)))
-	return fmt.Sprintf(`W/"%x"`, h[:8])
 }
 
 func (b *redfishBMC) system(w http.ResponseWriter, r *http.Request) {
@@ -118,96 +98,6 @@ func (b *redfishBMC) system(w http.ResponseWriter, r *http.Request) {
 			"ResetType@Redfish.AllowableValues": redfishResetTypes,
 		}},
 	})
-}
-
-// patchBoot sets the boot override: the target goes into the machine's
-// definition at once and takes effect at its next power-on or reset; the
-// mode must be the machine's firmware's (it cannot change).
-func (b *redfishBMC) patchBoot(w http.ResponseWriter, r *http.Request) {
-	if !b.thisSystem(w, r) {
-		return
-	}
-	var req struct {
-		Boot *struct {
-			Target      *string `json:"BootSourceOverrideTarget"`
-			Enabled     *string `json:"BootSourceOverrideEnabled"`
-			Mode        *string `json:"BootSourceOverrideMode"`
-			HTTPBootURI *string `json:"HttpBootUri"`
-		}
-	}
-	if err := decodeBody(r, &req); err != nil {
-		redfishError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	boot := req.Boot
-	if boot == nil {
-		redfishError(w, http.StatusBadRequest, "only Boot can be patched")
-		return
-	}
-	b.domMu.Lock()
-	defer b.domMu.Unlock()
-	st, ok := b.state(w, r)
-	if !ok {
-		return
-	}
-	if tag := r.Header.Get("If-Match"); tag != "" && tag != "*" && strings.TrimPrefix(tag, "W/") != strings.TrimPrefix(etag(b.bootEnabled(), st), "W/") {
-		redfishError(w, http.StatusPreconditionFailed, "the system changed: its ETag is not "+tag)
-		return
-	}
-	switch {
-	case boot.Target != nil && !slices.Contains(bootTargets, *boot.Target):
-		redfishError(w, http.StatusBadRequest, fmt.Sprintf("BootSourceOverrideTarget %q is not one of %s", *boot.Target, strings.Join(bootTargets, ", ")))
-		return
-	case boot.Enabled != nil && !slices.Contains(bootEnabled, *boot.Enabled):
-		redfishError(w, http.StatusBadRequest, fmt.Sprintf("BootSourceOverrideEnabled %q is not one of %s", *boot.Enabled, strings.Join(bootEnabled, ", ")))
-		return
-	case boot.Mode != nil && *boot.Mode != bootMode(st):
-		redfishError(w, http.StatusBadRequest, fmt.Sprintf("BootSourceOverrideMode %q: this machine's firmware boots %s only", *boot.Mode, bootMode(st)))
-		return
-	case boot.HTTPBootURI != nil && *boot.HTTPBootURI != "":
-		redfishError(w, http.StatusBadRequest, "HTTP boot is not supported")
-		return
-	}
-	if boot.Target != nil && *boot.Target != bootNone {
-		if err := b.drv.SetBootTarget(r.Context(), *boot.Target); err != nil {
-			redfishError(w, http.StatusInternalServerError, fmt.Sprintf("machine %s: boot override: %v", b.name, err))
-			return
-		}
-	}
-	if boot.Enabled != nil {
-		b.mu.Lock()
-		b.enabled = *boot.Enabled
-		b.mu.Unlock()
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// reset changes the machine's power. A restart of a machine that is off
-// powers it on. ForceRestart powers off and on (a new QEMU), so a boot
-// override applies; GracefulRestart is the guest's own reboot (ACPI), in
-// the same QEMU.
-func (b *redfishBMC) reset(w http.ResponseWriter, r *http.Request) {
-	if !b.thisSystem(w, r) {
-		return
-	}
-	var req struct{ ResetType string }
-	if err := decodeBody(r, &req); err != nil {
-		redfishError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if !slices.Contains(redfishResetTypes, req.ResetType) {
-		redfishError(w, http.StatusBadRequest, fmt.Sprintf("ResetType %q is not one of %s", req.ResetType, strings.Join(redfishResetTypes, ", ")))
-		return
-	}
-	b.domMu.Lock()
-	defer b.domMu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	if err := b.drv.Reset(ctx, req.ResetType); err != nil {
-		redfishError(w, http.StatusInternalServerError, fmt.Sprintf("machine %s: reset %s: %v", b.name, req.ResetType, err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 func (b *redfishBMC) nics(w http.ResponseWriter, r *http.Request) {

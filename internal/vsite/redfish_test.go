@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,16 +32,23 @@ func (f *fakeMachine) State(ctx context.Context) (machineState, error) {
 	return st, nil
 }
 
-func (f *fakeMachine) Reset(ctx context.Context, resetType string) error {
+// Reset starts the machine as libvirtMachine does: On, ForceOn and
+// GracefulRestart of a machine that is off, and ForceRestart.
+func (f *fakeMachine) Reset(ctx context.Context, resetType string) (started bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	wasOn := f.st.PowerOn
 	switch resetType {
-	case "On", "ForceOn", "GracefulRestart", "ForceRestart":
+	case "On", "ForceOn", "GracefulRestart":
 		f.st.PowerOn = true
+		return !wasOn, nil
+	case "ForceRestart":
+		f.st.PowerOn = true
+		return true, nil
 	case "ForceOff", "GracefulShutdown":
 		f.st.PowerOn = false
 	}
-	return nil
+	return false, nil
 }
 
 func (f *fakeMachine) SetBootTarget(ctx context.Context, target string) error {
@@ -177,7 +183,7 @@ func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, im
 	sys := systemPath(m.Name)
 	mode := map[string]string{FirmwareBIOS: "Legacy", FirmwareUEFI: "UEFI"}[m.Firmware]
 	otherMode := map[string]string{FirmwareBIOS: "UEFI", FirmwareUEFI: "Legacy"}[m.Firmware]
-	var etag, session string
+	var etag, session, firstTarget string
 	type step struct {
 		name, method, path string
 		body               any
@@ -228,6 +234,7 @@ func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, im
 		}},
 		{name: "get system", method: "GET", path: sys, auth: "session", want: 200, check: func(a answer) {
 			etag = a.header.Get("ETag")
+			firstTarget, _ = get(a.body, "Boot", "BootSourceOverrideTarget").(string)
 			for _, c := range []struct {
 				keys []any
 				want any
@@ -296,8 +303,13 @@ func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, im
 				if !machine().PowerOn {
 					t.Error("On left the machine off")
 				}
-				if s := c.do(t, "GET", sys, nil); get(s.body, "PowerState") != "On" {
+				s := c.do(t, "GET", sys, nil)
+				if get(s.body, "PowerState") != "On" {
 					t.Errorf("PowerState %v after On", get(s.body, "PowerState"))
+				}
+				// The start used the Once override up.
+				if got := machine().BootTarget; got != firstTarget || get(s.body, "Boot", "BootSourceOverrideEnabled") != "Disabled" {
+					t.Errorf("after On the machine boots %s first (want %s again), Boot %v", got, firstTarget, get(s.body, "Boot"))
 				}
 			}},
 		{name: "reset type not allowed", method: "POST", path: sys + "/Actions/ComputerSystem.Reset",
@@ -406,16 +418,20 @@ func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, im
 	}
 }
 
-// testBMC serves m's BMC over HTTPS; it keeps images in the folder it
-// returns.
-func testBMC(t *testing.T, m Machine, drv machineDriver) (*redfishClient, string) {
+// testBMC serves m's BMC over HTTPS, each of set changing it first; it
+// keeps images in the folder it returns.
+func testBMC(t *testing.T, m Machine, drv machineDriver, set ...func(*redfishBMC)) (*redfishClient, string) {
 	t.Helper()
 	ca, err := newBMCCA(netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mediaDir := t.TempDir()
-	srv := httptest.NewUnstartedServer(newRedfishBMC(m, drv, mediaDir))
+	bmc := newRedfishBMC(m, drv, mediaDir)
+	for _, f := range set {
+		f(bmc)
+	}
+	srv := httptest.NewUnstartedServer(bmc)
 	srv.TLS = ca.tlsConfig()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -547,57 +563,3 @@ func TestRedfishBMCKeepsSecrets(t *testing.T) {
 
 // mediaFailsMachine takes an image into its drive's definition, then
 // fails (as when the running machine stops before its own drive changes).
-type mediaFailsMachine struct{ fakeMachine }
-
-func (f *mediaFailsMachine) SetMedia(ctx context.Context, file string) error {
-	f.fakeMachine.SetMedia(ctx, file)
-	if file != "" {
-		return errors.New("domain is not running")
-	}
-	return nil
-}
-
-// A failed InsertMedia leaves the drive empty, no file behind and the
-// virtual CD not inserted: a cut-off download, an HTTPS image server
-// whose certificate is not trusted (the BMC verifies it), or a drive that
-// does not take the image.
-func TestRedfishBMCFailedInsertLeavesNothing(t *testing.T) {
-	m := Machine{Name: "node-0", MAC: "52:54:00:b0:0e:51", BMCUser: "admin", BMCPassword: "pw", BMC: BMCRedfish}
-	image := []byte("a whole image")
-	cutOff := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "1000000")
-		w.Write(image)
-	}))
-	t.Cleanup(cutOff.Close)
-	// An HTTPS image server whose certificate no trusted CA signed.
-	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(image) }))
-	t.Cleanup(untrusted.Close)
-	for _, c := range []struct {
-		name, url string
-		drv       machineDriver
-		want      int
-		says      string // in the error's message, when set
-	}{
-		{"cut-off download", cutOff.URL + "/boot.iso", &fakeMachine{}, 400, ""},
-		{"untrusted image server", untrusted.URL + "/boot.iso", &fakeMachine{}, 400, "certificate"},
-		{"drive refuses", imageServer(t, image), &mediaFailsMachine{}, 500, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			cl, mediaDir := testBMC(t, m, c.drv)
-			a := cl.do(t, "POST", insertMediaPath, map[string]string{"Image": c.url})
-			msg := fmt.Sprint(get(a.body, "error", "message"))
-			if a.status != c.want || !strings.Contains(msg, c.says) {
-				t.Errorf("InsertMedia answered %d (%s), want %d saying %q", a.status, msg, c.want, c.says)
-			}
-			if st, _ := c.drv.State(context.Background()); st.Media != "" {
-				t.Errorf("the machine's drive holds %s", st.Media)
-			}
-			if files, _ := os.ReadDir(mediaDir); len(files) != 0 {
-				t.Errorf("the failed insertion left %v", files)
-			}
-			if cd := cl.do(t, "GET", virtualCDPath, nil); get(cd.body, "Inserted") != false {
-				t.Errorf("virtual CD after a failed InsertMedia: %v", cd.body)
-			}
-		})
-	}
-}
