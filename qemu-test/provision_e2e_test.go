@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,32 +23,58 @@ import (
 )
 
 // Journey B's virtual site: the appliance's provisioning NIC is a tap on
-// the site's bridge, beside node-0's NIC and the BMC. This machine's end
-// of the veth (bse2e0) is only for the test's SSH to node-0.
+// the site's bridge, beside the hosts' NICs and the BMCs. This machine's
+// end of the veth (bse2e0) is only for the test's SSH to the hosts.
 const (
 	jbNetns   = "bootstick-e2e-prov"
 	jbIface   = "bse2e0"
-	jbHostIP  = "172.22.0.50"
 	jbTap     = "bse2etap0"
 	jbBMC     = "172.22.0.2"
 	jbBudget  = 150 * time.Minute
 	jbCluster = "e2e-provision"
 )
 
+// The hosts of journey B: one of each shape Journey A provisions in host
+// mode (internal/firstboot's TestHostProvision), here from the stick.
+var jbHosts = []struct {
+	machine                 vsite.Machine
+	ip, bmc, bootMode, boot string
+}{
+	{vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:08:10", BMCPort: 6230}, "172.22.0.50", "ipmi", "legacy", "ipxe"},
+	{vsite.Machine{Name: "node-uefi", MAC: "52:54:00:b0:08:16", BMCPort: 6234, Firmware: vsite.FirmwareUEFI,
+		ExtraMACs: []string{"52:54:00:b0:18:16"}}, "172.22.0.51", "ipmi", "UEFI", "ipxe"},
+	{vsite.Machine{Name: "node-uefi-redfish", MAC: "52:54:00:b0:08:18", BMCPort: 8443, BMC: vsite.BMCRedfish,
+		Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:18:18"}}, "172.22.0.52", "redfish", "UEFI", "ipxe"},
+	{vsite.Machine{Name: "node-uefi-vmedia", MAC: "52:54:00:b0:08:19", BMCPort: 8445, BMC: vsite.BMCRedfishVirtualMedia,
+		Firmware: vsite.FirmwareUEFI}, "172.22.0.53", "redfish", "UEFI", "redfish-virtual-media"},
+}
+
 // TestProvisionFromStick is Journey B: the stick cold-boots in QEMU with
-// a site of one virtual host, and everything the host gets comes from the
-// stick: DHCP, TFTP and HTTP from the appliance's Ironic, the deploy
-// ramdisk, the bundled compute image. node-0 ends provisioned, boots its
-// disk, and takes an SSH login with the harness's key (the site's
-// sshAuthorizedKeys) whose hostname and address match the site.
+// a site of virtual hosts of every shape, and everything the hosts get
+// comes from the stick: DHCP, TFTP and HTTP from the appliance's Ironic,
+// the deploy ramdisk, the virtual-media ISOs Ironic builds, the bundled
+// compute image. node-0 (SeaBIOS, IPMI, iPXE), node-uefi (OVMF, two NICs,
+// the firmware's own PXE, IPMI), node-uefi-redfish (the same behind a
+// Redfish BMC over HTTPS whose CA the stick carries) and node-uefi-vmedia
+// (virtual media, on a network where DHCP never answers it) end
+// provisioned in parallel, boot their disks, and take an SSH login with
+// the harness's key (the site's sshAuthorizedKeys) whose hostname and
+// address match the site.
 func TestProvisionFromStick(t *testing.T) {
 	ctx, cancel := testctx.New(t, jbBudget)
 	defer cancel()
-	node := vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:08:10", BMCPort: 6230, BMCUser: "admin", BMCPassword: "e2e-bmc-" + fmt.Sprint(time.Now().UnixNano()%1e6)}
+	var machines []vsite.Machine
+	var siteHosts []vsite.SiteHost
+	for i, h := range jbHosts {
+		m := h.machine
+		m.BMCUser, m.BMCPassword = "admin", fmt.Sprintf("e2e-bmc-%d-%06d", i, time.Now().UnixNano()%1e6)
+		machines = append(machines, m)
+		siteHosts = append(siteHosts, vsite.SiteHost{Machine: m.Name, Address: netip.MustParseAddr(h.ip)})
+	}
 	vs, err := vsite.Start(ctx, vsite.Options{
 		Dir: t.TempDir(), Netns: jbNetns, HostIface: jbIface,
 		Network: netip.MustParsePrefix("172.22.0.0/24"), HostAddr: netip.MustParseAddr("172.22.0.253"), BMCAddr: netip.MustParseAddr(jbBMC),
-		Machines: []vsite.Machine{node},
+		Machines: machines,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +82,16 @@ func TestProvisionFromStick(t *testing.T) {
 	defer vs.Close()
 
 	type m = map[string]any
-	stick, err := BuildStick(ctx, filepath.Join(shared, "provision-stick"), os.Stderr, func(key string) ([]byte, error) {
+	stickDir := filepath.Join(shared, "provision-stick")
+	stick, err := BuildStick(ctx, stickDir, os.Stderr, func(key string) ([]byte, error) {
+		// The Redfish BMCs' CA goes on the stick beside the site file.
+		if err := os.WriteFile(filepath.Join(stickDir, "bmc-ca.pem"), vs.BMCCA(), 0o644); err != nil {
+			return nil, err
+		}
 		return vs.SiteFile(vsite.SiteConfig{
 			Cluster: jbCluster,
 			Image:   vsite.SiteImage{Bundled: "debian-13-compute"},
-			Hosts:   []vsite.SiteHost{{Machine: "node-0", Address: netip.MustParseAddr(jbHostIP)}},
+			Hosts:   siteHosts,
 			Bootstrap: m{
 				"provisioning": m{"interface": qemu.ProvisioningNICName, "address": "172.22.0.1/24"},
 				"external":     m{"interface": qemu.NICName, "address": fmt.Sprintf("%s/%d", qemu.GuestAddress, qemu.GuestPrefix), "gateway": qemu.GuestGateway},
@@ -67,6 +99,7 @@ func TestProvisionFromStick(t *testing.T) {
 			},
 			DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
 			SSHAuthorizedKeys: []string{key},
+			BMCCAFile:         "bmc-ca.pem",
 		})
 	})
 	if err != nil {
@@ -83,8 +116,13 @@ func TestProvisionFromStick(t *testing.T) {
 		t.Fatalf("journey B: %v", err)
 	}
 
-	// Follow node-0 through the appliance's status until firstboot is done.
-	seen, order := map[string]time.Duration{}, []string{}
+	// Follow the hosts through the appliance's status until firstboot is
+	// done.
+	type entered struct {
+		state string
+		at    time.Duration
+	}
+	seen := map[string][]entered{}
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	var rep *status.Report
@@ -92,10 +130,9 @@ func TestProvisionFromStick(t *testing.T) {
 		if r, err := a.Status(ctx); err == nil {
 			rep = r
 			for _, h := range r.Hosts {
-				if _, ok := seen[h.State]; h.Name == "node-0" && h.State != "" && !ok {
-					seen[h.State] = a.Since()
-					order = append(order, h.State)
-					t.Logf("node-0 %s at +%v (power-on of the appliance)", h.State, a.Since().Round(time.Second))
+				if l := seen[h.Name]; h.State != "" && (len(l) == 0 || l[len(l)-1].state != h.State) {
+					seen[h.Name] = append(l, entered{h.State, a.Since()})
+					t.Logf("%s %s at +%v (power-on of the appliance)", h.Name, h.State, a.Since().Round(time.Second))
 				}
 			}
 			if r.Phase == "done" || r.Phase == "failed" {
@@ -104,18 +141,25 @@ func TestProvisionFromStick(t *testing.T) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("journey B: firstboot not done in %v (node-0: %v)", jbBudget, order)
+			t.Fatalf("journey B: firstboot not done in %v (%v)", jbBudget, seen)
 		case <-tick.C:
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "journey B, node-0's states (the appliance's status every 10 s):\n  %-14s %10s %10s\n", "STATE", "ENTERED", "FOR")
-	for i, st := range order {
-		took := "-"
-		if i+1 < len(order) {
-			took = (seen[order[i+1]] - seen[st]).Round(time.Second).String()
+	b.WriteString("journey B, each host's states (the appliance's status every 10 s, from the appliance's power-on):\n")
+	fmt.Fprintf(&b, "  %-18s %-14s %10s %10s\n", "HOST", "STATE", "ENTERED", "FOR")
+	for _, h := range jbHosts {
+		l := seen[h.machine.Name]
+		for i, e := range l {
+			took := "-"
+			if i+1 < len(l) {
+				took = (l[i+1].at - e.at).Round(time.Second).String()
+			}
+			fmt.Fprintf(&b, "  %-18s %-14s %10s %10s\n", h.machine.Name, e.state, "+"+e.at.Round(time.Second).String(), took)
 		}
-		fmt.Fprintf(&b, "  %-14s %10s %10s\n", st, "+"+seen[st].Round(time.Second).String(), took)
+		if len(l) > 0 {
+			fmt.Fprintf(&b, "  %-18s registering → %s: %v\n", h.machine.Name, l[len(l)-1].state, (l[len(l)-1].at - l[0].at).Round(time.Second))
+		}
 	}
 	t.Log(b.String())
 	run.record(b.String())
@@ -123,40 +167,105 @@ func TestProvisionFromStick(t *testing.T) {
 	for _, h := range rep.Hosts {
 		byName[h.Name] = h
 	}
-	if rep.Phase != "done" || byName["node-0"].State != "provisioned" {
-		t.Fatalf("journey B: firstboot %s with node-0 %+v", rep.Phase, byName["node-0"])
+	if rep.Phase != "done" {
+		t.Errorf("journey B: firstboot ended %s", rep.Phase)
 	}
-	t.Logf("journey B: appliance power-on to node-0 provisioned: %v", seen["provisioned"].Round(time.Second))
-	if banner, err := a.Run(ctx, "cat /etc/issue.d/bootstick.issue"); err != nil || !strings.Contains(banner, "hosts: 1 provisioned") {
+	// Each host provisioned, driven as its shape asks.
+	for _, h := range jbHosts {
+		hs := byName[h.machine.Name]
+		if hs.State != "provisioned" || hs.Error != "" {
+			t.Errorf("journey B: status shows %s as %+v, want provisioned with no error", h.machine.Name, hs)
+		}
+		if hs.BMCType != h.bmc || hs.BootMode != h.bootMode || hs.BootInterface != h.boot {
+			t.Errorf("journey B: status shows %s driven as %s, %s/%s; want %s, %s/%s", h.machine.Name, hs.BMCType, hs.BootMode, hs.BootInterface, h.bmc, h.bootMode, h.boot)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if banner, err := a.Run(ctx, "cat /etc/issue.d/bootstick.issue"); err != nil || !strings.Contains(banner, fmt.Sprintf("hosts: %d provisioned", len(jbHosts))) {
 		t.Errorf("journey B: the console banner does not count the hosts by state (%v):\n%s", err, banner)
 	}
 
-	// node-0 on its own disk: the site's name and address, and the key.
+	// Each host on its own disk: the site's name and address, and the key.
 	cfg := &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(stick.Signer)},
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second} // pinning host keys is the BPA's job
-	var client *ssh.Client
-	for client == nil {
-		client, err = ssh.Dial("tcp", net.JoinHostPort(jbHostIP, "22"), cfg)
-		if err == nil {
-			break
+	for _, h := range jbHosts {
+		name := h.machine.Name
+		var client *ssh.Client
+		for client == nil {
+			client, err = ssh.Dial("tcp", net.JoinHostPort(h.ip, "22"), cfg)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				serial, _ := os.ReadFile(vs.SerialLog(name))
+				t.Fatalf("journey B: no SSH to %s (%v); its console:\n%s", name, err, command.Tail(string(serial), 30))
+			case <-tick.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			serial, _ := os.ReadFile(vs.SerialLog("node-0"))
-			t.Fatalf("journey B: no SSH to node-0 (%v); its console:\n%s", err, command.Tail(string(serial), 30))
-		case <-tick.C:
+		for cmd, want := range map[string]string{"hostname": name, "ip -o addr": h.ip + "/24"} {
+			sess, err := client.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := sess.CombinedOutput(cmd)
+			sess.Close()
+			if err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("journey B: %s on %s: %v\n%s (want %s)", cmd, name, err, out, want)
+			}
 		}
+		client.Close()
 	}
-	defer client.Close()
-	for cmd, want := range map[string]string{"hostname": "node-0", "ip -o addr": jbHostIP + "/24"} {
-		sess, err := client.NewSession()
+
+	// Serial evidence of each shape's boot: the firmware's own PXE client
+	// loading snponly.efi, and the virtual-media host's CD and network
+	// data.
+	consoles := map[string]string{}
+	for _, h := range jbHosts {
+		data, err := os.ReadFile(vs.SerialLog(h.machine.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := sess.CombinedOutput(cmd)
-		sess.Close()
-		if err != nil || !strings.Contains(string(out), want) {
-			t.Errorf("journey B: %s on node-0: %v\n%s (want %s)", cmd, err, out, want)
+		consoles[h.machine.Name] = qemu.ConsoleText(data)
+	}
+	for _, h := range jbHosts {
+		if h.bootMode != "UEFI" || h.boot != "ipxe" {
+			continue
+		}
+		if m := regexp.MustCompile(`(?s)>>Start PXE over IPv4.*?NBP filename is snponly\.efi`).FindString(consoles[h.machine.Name]); m == "" {
+			t.Errorf("journey B: %s's console shows no firmware PXE loading snponly.efi:\n%s", h.machine.Name, command.Tail(consoles[h.machine.Name], 40))
 		}
 	}
+	vmedia := jbHosts[3]
+	for what, re := range map[string]string{
+		"OVMF booting the CD":                          `BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`,
+		"the ramdisk's network from network_data.json": `bootstick-netdata: network from the virtual media's network_data\.json: ` + regexp.QuoteMeta(vmedia.ip),
+	} {
+		if m := regexp.MustCompile(re).FindString(consoles[vmedia.machine.Name]); m == "" {
+			t.Errorf("journey B: %s's console shows no %s:\n%s", vmedia.machine.Name, what, command.Tail(consoles[vmedia.machine.Name], 60))
+		} else {
+			t.Logf("journey B: %s's console (%s): %s", vmedia.machine.Name, what, m)
+		}
+	}
+	dnsmasq, err := a.Run(ctx, kubectl+" -n ironic logs deploy/ironic -c dnsmasq")
+	if err != nil {
+		t.Fatalf("journey B: dnsmasq's log: %v", err)
+	}
+	dnsmasq = strings.ToLower(dnsmasq)
+	if !strings.Contains(dnsmasq, jbHosts[0].machine.MAC) {
+		t.Errorf("journey B: dnsmasq's log shows no DHCP of node-0 (%s), so it cannot show the virtual-media host's absence:\n%s", jbHosts[0].machine.MAC, command.Tail(dnsmasq, 20))
+	}
+	if strings.Contains(dnsmasq, vmedia.machine.MAC) {
+		t.Errorf("journey B: dnsmasq's log shows DHCP from the virtual-media host (%s):\n%s", vmedia.machine.MAC, command.Tail(dnsmasq, 40))
+	}
+	t.Logf("journey B: appliance power-on to the last host provisioned: %v", func() (last time.Duration) {
+		for _, l := range seen {
+			if e := l[len(l)-1]; e.at > last {
+				last = e.at
+			}
+		}
+		return last
+	}().Round(time.Second))
 }

@@ -59,7 +59,7 @@ func init() {
 			fs.StringVar(&o.ageIdentity, "age-identity", "", "age identity file for encrypted passwords (default: age/identity.txt on the data disk, when there)")
 			fs.StringVar(&o.podSubnet, "pod-subnet", "", "this machine's cluster's pod CIDR (default: the site's bootstrap.podCIDR, else "+site.DefaultBootstrapPodCIDR+")")
 			fs.StringVar(&o.svcSubnet, "service-subnet", "", "this machine's cluster's service CIDR (default: the site's bootstrap.serviceCIDR, else "+site.DefaultBootstrapServiceCIDR+")")
-			fs.DurationVar(&o.timeout, "wait", 10*time.Minute, "how long to wait for the node to be ready")
+			fs.DurationVar(&o.timeout, "wait", 20*time.Minute, "how long to wait for the node, and for each Deployment firstboot applies, to be ready")
 			fs.StringVar(&o.kindName, "kind-name", "bootstick", "kind: the kind cluster's name")
 			fs.StringVar(&o.kindNodeImage, "kind-node-image", "", "kind: the node image, from the bundle or the engine, never pulled (default: the bundle's registry.bootstick.dev/kind-node, else kindest/node, at the bundle's Kubernetes version)")
 			return func(ctx context.Context, args []string) error {
