@@ -91,6 +91,10 @@ type Metal3Inputs struct {
 	// NoDHCP are the boot MACs of hosts that boot by virtual media with
 	// their own network data: DHCP never answers them.
 	NoDHCP []string
+	// DNS and NTP are the site's servers (bootstrap.dns, bootstrap.ntp),
+	// which DHCP hands the hosts (IPv4 addresses only). Without them
+	// dnsmasq names none.
+	DNS, NTP []string
 }
 
 // Metal3 renders the objects Ironic and BMO read their settings from: the
@@ -113,6 +117,23 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		return &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta(ns, name),
 			Type: corev1.SecretTypeOpaque, StringData: data}
 	}
+	ironicEnv := map[string]string{
+		"PROVISIONING_INTERFACE": p.Interface,
+		"PROVISIONING_IP":        ip.String(),
+		"DHCP_RANGE":             p.DHCPRange.Start + "," + p.DHCPRange.End,
+		"HTTP_PORT":              fmt.Sprint(ImagePort),
+		"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
+		"IRONIC_KERNEL_PARAMS":   "console=ttyS0,115200n8",
+		"DHCP_IGNORE_MACS":       strings.Join(in.NoDHCP, ","),
+	}
+	// The site has no gateway on the provisioning network: DHCP_ROUTER is
+	// left to run-dnsmasq's default, this machine.
+	if dns := dhcpAddrs(in.DNS); dns != "" {
+		ironicEnv["DHCP_DNS"] = dns
+	}
+	if ntp := dhcpAddrs(in.NTP); ntp != "" {
+		ironicEnv["DHCP_NTP"] = ntp
+	}
 	return []Object{
 		cm(BMONamespace, BMOConfig, map[string]string{
 			"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),
@@ -120,19 +141,24 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 			"DEPLOY_RAMDISK_URL":  http + "/images/" + DeployRamdisk + ".initramfs",
 			"DEPLOY_ARCHITECTURE": "x86_64",
 		}),
-		cm(IronicNamespace, IronicConfig, map[string]string{
-			"PROVISIONING_INTERFACE": p.Interface,
-			"PROVISIONING_IP":        ip.String(),
-			"DHCP_RANGE":             p.DHCPRange.Start + "," + p.DHCPRange.End,
-			"HTTP_PORT":              fmt.Sprint(ImagePort),
-			"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
-			"IRONIC_KERNEL_PARAMS":   "console=ttyS0,115200n8",
-			"DHCP_IGNORE_MACS":       strings.Join(in.NoDHCP, ","),
-		}),
+		cm(IronicNamespace, IronicConfig, ironicEnv),
 		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
 		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),
 		cm(IronicNamespace, IronicBMCCA, map[string]string{"bmc-ca.pem": string(in.BMCCA)}),
 	}, nil
+}
+
+// dhcpAddrs are the IPv4 addresses among servers, comma-separated, as
+// dnsmasq's DHCPv4 options take them: a server named by DNS name (NTP may
+// be) or by an IPv6 address cannot go in one.
+func dhcpAddrs(servers []string) string {
+	var out []string
+	for _, s := range servers {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+			out = append(out, a.String())
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // hostPort is an address as a URL's host: IPv6 in brackets.

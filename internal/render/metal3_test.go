@@ -1,0 +1,61 @@
+package render
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootstick/bootstick/internal/site"
+)
+
+// ironicEnv is the ironic-config ConfigMap Metal3 renders for in.
+func ironicEnv(t *testing.T, in Metal3Inputs) map[string]string {
+	t.Helper()
+	in.Provisioning = site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
+		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}
+	in.Auth = IronicAuth{Username: "u", Password: "p"}
+	objs, err := Metal3(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == IronicConfig {
+			return cm.Data
+		}
+	}
+	t.Fatalf("Metal3 rendered no ConfigMap %s", IronicConfig)
+	return nil
+}
+
+// TestMetal3DHCPServers: the site's DNS and NTP servers reach dnsmasq as
+// DHCP_DNS and DHCP_NTP, IPv4 addresses only (a DHCPv4 option carries no
+// name and no IPv6 address); without any, neither is set and run-dnsmasq
+// takes its defaults. DHCP_ROUTER is never set: the site has no gateway on
+// the provisioning network.
+func TestMetal3DHCPServers(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		dns, ntp []string
+		want     map[string]string
+	}{
+		{"none", nil, nil, map[string]string{}},
+		{"both", []string{"10.10.0.1", "10.10.0.2"}, []string{"10.10.0.3"},
+			map[string]string{"DHCP_DNS": "10.10.0.1,10.10.0.2", "DHCP_NTP": "10.10.0.3"}},
+		{"names and IPv6 left out", []string{"2001:db8::53", "10.10.0.1"}, []string{"ntp.example.org", "2001:db8::123"},
+			map[string]string{"DHCP_DNS": "10.10.0.1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := ironicEnv(t, Metal3Inputs{DNS: c.dns, NTP: c.ntp})
+			for _, k := range []string{"DHCP_DNS", "DHCP_NTP", "DHCP_ROUTER"} {
+				got, ok := env[k]
+				want, wok := c.want[k]
+				if ok != wok || got != want {
+					t.Errorf("%s = %q (set %v), want %q (set %v)", k, got, ok, want, wok)
+				}
+			}
+			if env["PROVISIONING_IP"] != "172.22.0.1" || env["DHCP_RANGE"] != "172.22.0.10,172.22.0.100" {
+				t.Errorf("PROVISIONING_IP %q, DHCP_RANGE %q", env["PROVISIONING_IP"], env["DHCP_RANGE"])
+			}
+		})
+	}
+}
