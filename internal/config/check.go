@@ -81,7 +81,7 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	switch t.Kind() {
 	case reflect.Interface:
-		return // free-form (networkData): passed through as it is
+		return // free-form (networkData): package netdata reads and checks it
 	case reflect.Struct:
 		c.checkStruct(n, t, path)
 	case reflect.Map:

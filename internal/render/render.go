@@ -21,6 +21,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/netdata"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
@@ -78,6 +79,11 @@ func UserDataSecretName(host string) string { return host + "-user-data" }
 
 // NetworkDataSecretName names a host's network-data Secret.
 func NetworkDataSecretName(host string) string { return host + "-network-data" }
+
+// NetworkDataKey is the key of a network-data Secret that the
+// baremetal-operator reads (for both spec.networkData and
+// spec.preprovisioningNetworkDataName).
+const NetworkDataKey = "networkData"
 
 // Render returns the site's objects in apply order.
 func Render(s *site.Site, opts Options) ([]Object, error) {
@@ -137,17 +143,24 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{"userData": userData},
 		})
+		network, err := h.Network()
+		if err != nil {
+			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
+		}
 		var networkData *corev1.SecretReference
-		if h.NetworkData != nil {
-			nd, err := yaml.Marshal(h.NetworkData)
+		if network != nil {
+			// The baremetal-operator reads the Secret's networkData key as
+			// YAML (JSON is YAML) and hands it to Ironic, which writes it as
+			// the config drive's network_data.json: give it that JSON.
+			nd, err := network.JSON()
 			if err != nil {
-				return nil, fmt.Errorf("rendering host %s: network data: %w", h.Name, err)
+				return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
 			}
 			objs = append(objs, &corev1.Secret{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 				ObjectMeta: objectMeta(NetworkDataSecretName(h.Name), s, h.Name, h.Role),
 				Type:       corev1.SecretTypeOpaque,
-				Data:       map[string][]byte{"networkData": nd},
+				Data:       map[string][]byte{NetworkDataKey: nd},
 			})
 			networkData = &corev1.SecretReference{Name: NetworkDataSecretName(h.Name), Namespace: Namespace}
 		}
@@ -207,7 +220,11 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		cfg.ServiceSubnet = s.Cluster.ServiceCIDR
 		cfg.Hosts = map[string]install.Host{}
 		for _, h := range hosts {
-			ih := install.Host{Address: StaticAddress(h.NetworkData)}
+			network, err := h.Network()
+			if err != nil {
+				return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
+			}
+			ih := install.Host{Address: StaticAddress(network)}
 			if k := opts.HostKeys[h.Name]; k != nil {
 				ih.HostKey = k.Public
 			}
@@ -303,40 +320,15 @@ func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair) ([]by
 	return append([]byte("#cloud-config\n"), body...), nil
 }
 
-// StaticAddress is the first IPv4 address a host's network data gives
-// it, in OpenStack's format (networks[].ip_address) or cloud-init's
-// (ethernets.*.addresses), or "" when it takes one by DHCP.
-func StaticAddress(nd map[string]any) string {
-	if nets, ok := nd["networks"].([]any); ok {
-		for _, n := range nets {
-			if m, ok := n.(map[string]any); ok {
-				if a, ok := m["ip_address"].(string); ok {
-					if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
-						return ip.String()
-					}
-				}
-			}
-		}
+// StaticAddress is the host's address in the application cluster, as its
+// network data gives it (the network with the default route, else the
+// first static IPv4 address), or "" when it has none (DHCP, or no network
+// data).
+func StaticAddress(nd *netdata.NetworkData) string {
+	if nd == nil {
+		return ""
 	}
-	if eths, ok := nd["ethernets"].(map[string]any); ok {
-		names := make([]string, 0, len(eths))
-		for k := range eths {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			e, _ := eths[k].(map[string]any)
-			addrs, _ := e["addresses"].([]any)
-			for _, a := range addrs {
-				if s, ok := a.(string); ok {
-					if pr, err := netip.ParsePrefix(s); err == nil && pr.Addr().Is4() {
-						return pr.Addr().String()
-					}
-				}
-			}
-		}
-	}
-	return ""
+	return nd.ClusterAddress()
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -11,7 +11,8 @@ import (
 )
 
 // vmediaSite has a virtual-media host with OpenStack network data (no
-// DHCP), one with netplan network data and one booted by PXE.
+// DHCP), one with netplan network data asking for DHCP, one with OpenStack
+// network data asking for DHCP, and one booted by PXE.
 const vmediaSite = `apiVersion: bootstick.dev/v1alpha1
 kind: Site
 bootstrap:
@@ -39,7 +40,7 @@ hosts:
     credentials: {username: admin, password: pw-netplan-2}
   bootMACAddress: 52:54:00:00:01:0b
   image: {bundled: ubuntu-22.04}
-  networkData: {version: 2, ethernets: {eno1: {dhcp4: true}}}
+  networkData: {version: 2, ethernets: {eno1: {match: {macaddress: "52:54:00:00:01:0b"}, dhcp4: true}}}
 - name: vm-dhcp
   role: worker
   bmc:
@@ -60,18 +61,17 @@ hosts:
   image: {bundled: ubuntu-22.04}
   networkData:
     links: [{id: prov, type: phy, ethernet_mac_address: "52:54:00:00:01:0c"}]
-    networks: [{id: v4, type: ipv4, link: prov, ip_address: 172.22.0.61, netmask: 255.255.255.0}]
+    networks: [{id: v4, type: ipv4, link: prov, network_id: prov, ip_address: 172.22.0.61, netmask: 255.255.255.0}]
     services: []
 cluster: {name: vm}
 `
 
 // TestVirtualMediaNeedsNoDHCP: a host booted by virtual media with
-// OpenStack network data gets it as its preprovisioning network data (its
-// deploy ramdisk's), and when that gives its boot NIC a static address,
-// DHCP is told never to answer its MAC (written as dnsmasq reads it,
-// whatever form the site used). A host whose network data asks for DHCP,
-// one whose network data Ironic cannot put on the ISO, and a host booted
-// by PXE keep DHCP.
+// network data (OpenStack's, or netplan's converted to it) gets it as its
+// preprovisioning network data (its deploy ramdisk's), and when that gives
+// its boot NIC a static address, DHCP is told never to answer its MAC
+// (written as dnsmasq reads it, whatever form the site used). Hosts whose
+// network data asks for DHCP, and a host booted by PXE, keep DHCP.
 func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 	s, err := site.Parse("vm/site.yaml", []byte(vmediaSite), site.Options{BundledImages: testImages})
 	if err != nil {
@@ -90,7 +90,8 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 			pre[b.Name] = b.Spec.PreprovisioningNetworkDataName
 		}
 	}
-	want := map[string]string{"vm-static": NetworkDataSecretName("vm-static"), "vm-dhcp": NetworkDataSecretName("vm-dhcp"), "vm-netplan": "", "pxe-static": ""}
+	want := map[string]string{"vm-static": NetworkDataSecretName("vm-static"), "vm-dhcp": NetworkDataSecretName("vm-dhcp"),
+		"vm-netplan": NetworkDataSecretName("vm-netplan"), "pxe-static": ""}
 	for name, w := range want {
 		if pre[name] != w {
 			t.Errorf("%s: preprovisioningNetworkDataName %q, want %q", name, pre[name], w)

@@ -108,9 +108,10 @@ func VirtualMedia(address string) bool {
 }
 
 // RamdiskNetworkData says whether a host's deploy ramdisk takes its
-// network from the host's network data: it boots by virtual media, and
-// its networkData is OpenStack's network_data.json (links, networks),
-// which Ironic puts on the ISO. Any other host's ramdisk asks for DHCP.
+// network from the host's network data: it boots by virtual media and has
+// network data, which Ironic puts on the ISO (as network_data.json, the
+// form the site's is converted to). Any other host's ramdisk asks for
+// DHCP.
 func RamdiskNetworkData(address string, networkData map[string]any) bool {
-	return VirtualMedia(address) && openStackNetworkData(networkData)
+	return VirtualMedia(address) && len(networkData) > 0
 }

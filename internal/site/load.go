@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/netdata"
 )
 
 // Options are the inputs Load needs besides the file.
@@ -228,7 +229,13 @@ type EarlyHost struct {
 func (e *Early) NoDHCP() []string {
 	var out []string
 	for _, h := range e.Hosts {
-		if !RamdiskNetworkData(h.BMC.Address, h.NetworkData) || !staticOn(h.NetworkData, h.BootMACAddress) {
+		if !RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
+			continue
+		}
+		// The site was validated when it went on the stick: network data
+		// with problems is not there.
+		nd, errs := netdata.Parse(field.NewPath("networkData"), h.NetworkData, h.BootMACAddress)
+		if len(errs) > 0 || !nd.StaticOn(h.BootMACAddress) {
 			continue
 		}
 		if mac, err := NormalizeMAC(h.BootMACAddress); err == nil {

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/bootstick/bootstick/internal/netdata"
 )
 
 // Each cluster's pod and service ranges. The application cluster's
@@ -60,11 +61,11 @@ func (s *Site) clusterRanges() ([]cidr, field.ErrorList) {
 
 // validateRanges: the four cluster ranges overlap neither each other nor
 // any network or address the site names (the bootstrap machine's networks,
-// its gateway, NTP and DNS servers, the hosts' network data; a BMC's
-// address, which only the bootstrap machine reaches, only its own
-// ranges): a packet to such an address would be taken for a pod's or a
-// service's.
-func (s *Site) validateRanges() field.ErrorList {
+// its gateway, NTP and DNS servers, the addresses, gateways and DNS
+// servers of the hosts' network data, nets by host; a BMC's address,
+// which only the bootstrap machine reaches, only its own ranges): a
+// packet to such an address would be taken for a pod's or a service's.
+func (s *Site) validateRanges(nets []*netdata.NetworkData) field.ErrorList {
 	ranges, errs := s.clusterRanges()
 	for i := range ranges {
 		for j := i + 1; j < len(ranges); j++ {
@@ -121,35 +122,11 @@ func (s *Site) validateRanges() field.ErrorList {
 				inside(hp.Child("bmc", "address"), u.Hostname(), a.Unmap(), true)
 			}
 		}
-		networkDataAddresses(hp.Child("networkData"), h.NetworkData, addr)
+		if i < len(nets) && nets[i] != nil {
+			for _, a := range nets[i].Addresses() {
+				inside(a.Path, a.Addr.String(), a.Addr, false)
+			}
+		}
 	}
 	return errs
-}
-
-// networkDataAddresses calls found for every address in a host's network
-// data: OpenStack's networks[].ip_address and routes' gateways, and
-// cloud-init v2's addresses, gateways and nameservers.
-func networkDataAddresses(p *field.Path, nd map[string]any, found func(*field.Path, string)) {
-	for i, n := range list(nd["networks"]) {
-		np := p.Child("networks").Index(i)
-		found(np.Child("ip_address"), str(dict(n)["ip_address"]))
-		for j, r := range list(dict(n)["routes"]) {
-			found(np.Child("routes").Index(j).Child("gateway"), str(dict(r)["gateway"]))
-		}
-	}
-	for _, kind := range []string{"ethernets", "bonds", "vlans", "bridges"} {
-		for name, v := range dict(nd[kind]) {
-			ip := p.Child(kind, name)
-			for j, a := range list(dict(v)["addresses"]) {
-				addr, _, _ := strings.Cut(str(a), "/")
-				found(ip.Child("addresses").Index(j), addr)
-			}
-			for _, g := range []string{"gateway4", "gateway6"} {
-				found(ip.Child(g), str(dict(v)[g]))
-			}
-			for j, a := range list(dict(dict(v)["nameservers"])["addresses"]) {
-				found(ip.Child("nameservers", "addresses").Index(j), str(a))
-			}
-		}
-	}
 }

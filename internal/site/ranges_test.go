@@ -32,7 +32,7 @@ hosts:
   networkData:
     version: 2
     ethernets:
-      eno1: {addresses: [HOSTADDR/24], gateway4: 172.22.0.1, nameservers: {addresses: [10.10.0.1]}}
+      eno1: {match: {macaddress: "52:54:00:00:01:0a"}, addresses: [HOSTADDR/24], gateway4: 172.22.0.1, nameservers: {addresses: [10.10.0.1]}}
 cluster:
   name: r
 CLUSTER

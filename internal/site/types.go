@@ -86,9 +86,12 @@ type Host struct {
 	BootMode        string           `yaml:"bootMode,omitempty"`
 	RootDeviceHints *RootDeviceHints `yaml:"rootDeviceHints,omitempty"`
 	Image           Image            `yaml:"image"`
-	// NetworkData is the host's network configuration in the format its
-	// OS image understands (cloud-init network config, OpenStack
-	// network_data.json as YAML, ...); it is passed through unchanged.
+	// NetworkData is the host's network configuration: OpenStack's
+	// network_data.json (links, networks, services) as YAML, or netplan's
+	// version 2 (ethernets, bonds, vlans; NICs matched by macaddress),
+	// which is converted to it (package netdata; Network gives the
+	// model). The host's cloud-init (ConfigDrive) and a virtual-media
+	// host's deploy ramdisk read it as network_data.json.
 	NetworkData  map[string]any `yaml:"networkData,omitempty"`
 	Requirements Requirements   `yaml:"requirements,omitempty"`
 }

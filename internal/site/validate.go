@@ -39,7 +39,9 @@ func (s *Site) validate(opts Options) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, s.Bootstrap.validate(field.NewPath("bootstrap"))...)
 	errs = append(errs, s.validateBMCCA()...)
-	errs = append(errs, s.validateRanges()...)
+	nets, nerrs := s.hostNetworks()
+	errs = append(errs, nerrs...)
+	errs = append(errs, s.validateRanges(nets)...)
 	errs = append(errs, s.validateHosts(opts)...)
 	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap, opts.Plugins)...)
 	for i, k := range s.SSHAuthorizedKeys {
@@ -293,9 +295,6 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 			// system partition only (no isolinux).
 			errs = append(errs, field.Invalid(hp.Child("bootMode"), h.BootMode,
 				"this stick boots hosts by virtual media in UEFI mode only: set bootMode UEFI, or boot the host by PXE (redfish:// or ipmi://)"))
-		}
-		if RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
-			errs = append(errs, validateRamdiskNetworkData(hp.Child("networkData"), h.NetworkData)...)
 		}
 		if hints := h.RootDeviceHints; hints != nil {
 			rp := hp.Child("rootDeviceHints")
