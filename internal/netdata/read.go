@@ -254,7 +254,7 @@ func (r *reader) hostAddr(p *field.Path, value string, pr netip.Prefix) bool {
 		r.add(field.Invalid(p, value, "has no prefix: give the subnet's prefix length"))
 	case a.Is4() && pr.Bits() < 31 && a == pr.Masked().Addr():
 		r.add(field.Invalid(p, value, "is the subnet's network address: give the host's own"))
-	case a.Is4() && pr.Bits() < 31 && a == lastAddr(pr):
+	case a.Is4() && pr.Bits() < 31 && a == LastAddr(pr):
 		r.add(field.Invalid(p, value, "is the subnet's broadcast address: give the host's own"))
 	default:
 		return true
@@ -262,7 +262,8 @@ func (r *reader) hostAddr(p *field.Path, value string, pr netip.Prefix) bool {
 	return false
 }
 
-func lastAddr(pr netip.Prefix) netip.Addr {
+// LastAddr is the last address of a prefix (IPv4's broadcast address).
+func LastAddr(pr netip.Prefix) netip.Addr {
 	b := pr.Masked().Addr().AsSlice()
 	for i := pr.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 1 << (7 - i%8)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/bootstick/bootstick/internal/netdata"
 )
 
 // Schemes that speak Redfish over HTTP and take a +http or +https suffix.
@@ -179,7 +181,7 @@ func hostPrefix(p *field.Path, s string) (netip.Prefix, field.ErrorList) {
 		if pr.Addr() == pr.Masked().Addr() {
 			return pr, field.ErrorList{field.Invalid(p, s, "is the subnet's network address: give the machine's own address")}
 		}
-		if pr.Addr() == lastAddr(pr) {
+		if pr.Addr() == netdata.LastAddr(pr) {
 			return pr, field.ErrorList{field.Invalid(p, s, "is the subnet's broadcast address: give the machine's own address")}
 		}
 	}
@@ -195,19 +197,10 @@ func reservedIn(pr netip.Prefix, a netip.Addr) string {
 	switch a {
 	case pr.Masked().Addr():
 		return "network"
-	case lastAddr(pr):
+	case netdata.LastAddr(pr):
 		return "broadcast"
 	}
 	return ""
-}
-
-func lastAddr(pr netip.Prefix) netip.Addr {
-	b := pr.Masked().Addr().AsSlice()
-	for i := pr.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 1 << (7 - i%8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 func parseAddr(p *field.Path, s string) (netip.Addr, field.ErrorList) {
