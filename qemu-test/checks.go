@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/bootstick/bootstick/internal/hostnet"
+	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
@@ -420,4 +422,30 @@ func (m *Machine) CheckSettled(ctx context.Context, sitePath string, within time
 		case <-time.After(15 * time.Second):
 		}
 	}
+}
+
+// CheckNoRouter checks the appliance of a site that names no gateway: its
+// default route goes straight onto the provisioning network (below any
+// other), the node's address in the cluster is the provisioning address,
+// and the network service said so.
+func (m *Machine) CheckNoRouter(ctx context.Context, provisioningAddr string) []error {
+	var errs []error
+	routes, err := m.Run(ctx, "ip route show default")
+	if err != nil {
+		return []error{fmt.Errorf("ip route: %w", err)}
+	}
+	if !strings.Contains(routes, "default dev "+qemu.ProvisioningNICName+" ") || !strings.Contains(routes, "metric "+hostnet.NoRouterMetric) {
+		errs = append(errs, fmt.Errorf("the default route is not onto the provisioning network (%s, metric %s):\n%s", qemu.ProvisioningNICName, hostnet.NoRouterMetric, routes))
+	}
+	ip, err := m.Run(ctx, kubectl+` get nodes -o jsonpath='{.items[*].status.addresses[?(@.type=="InternalIP")].address}'`)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("the node's InternalIP: %w", err))
+	} else if strings.TrimSpace(ip) != provisioningAddr {
+		errs = append(errs, fmt.Errorf("the node's InternalIP is %q, want the provisioning address %s", strings.TrimSpace(ip), provisioningAddr))
+	}
+	said, err := m.Run(ctx, "journalctl -b -o cat -u bootstick-network.service")
+	if err != nil || !strings.Contains(said, "the site names no gateway") {
+		errs = append(errs, fmt.Errorf("bootstick-network.service did not say the site names no gateway (%v):\n%s", err, said))
+	}
+	return errs
 }

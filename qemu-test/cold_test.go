@@ -63,8 +63,9 @@ func stickFor(t *testing.T, ctx context.Context) *Stick {
 var afterCold func(t *testing.T, ctx context.Context, s *Stick, run *Run, m *Machine, snap Snapshot)
 
 // TestColdBoot is scenario 1: power on with an empty data disk and no
-// route out; firstboot finishes, the node is Ready, every pod is Running
-// from images the stick's registry served, and the site's objects exist.
+// route out (the site names no gateway); firstboot finishes, the node is
+// Ready on the provisioning address, every pod is Running from images the
+// stick's registry served, and the site's objects exist.
 func TestColdBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots the real stick in QEMU under TCG through a whole first boot (tens of minutes): integration tier")
@@ -112,6 +113,13 @@ func TestColdBoot(t *testing.T) {
 	for _, err := range m.CheckHostKey(ctx) {
 		run.Errorf("%v", err)
 	}
+	// The test site names no gateway (slirp's network, restrict=on, has no
+	// router): the appliance comes up on its provisioning address.
+	t.Run("NoRouter", func(t *testing.T) {
+		for _, err := range m.CheckNoRouter(ctx, "172.22.0.1") {
+			t.Errorf("%v", err)
+		}
+	})
 	if t.Failed() || afterCold == nil {
 		return
 	}

@@ -61,8 +61,10 @@ const (
 const DataDiskSize = 8 << 30
 
 // SiteYAML is the test site: the external network on the QEMU user
-// network's NIC at slirp's fixed guest address (its gateway leads nowhere:
-// restrict=on), the provisioning network on a second NIC alone on a hub,
+// network's NIC at slirp's fixed guest address, with no gateway (slirp's
+// leads nowhere, restrict=on: a site with no router, where the appliance
+// comes up on its provisioning address), the provisioning network on a
+// second NIC alone on a hub,
 // the virtio data disk, and two hosts whose BMCs are in a documentation
 // range (nothing answers: the appliance must come up anyway).
 // authorizedKey is the harness's public key.
@@ -79,7 +81,6 @@ bootstrap:
   external:
     interface: %[1]s
     address: %[2]s/%[3]d
-    gateway: %[6]s
   dataDisk: /dev/vda
 hosts:
 - name: master-0
@@ -113,7 +114,7 @@ cluster:
   name: qemu-test
 sshAuthorizedKeys:
 - %[4]s
-`, qemu.NICName, qemu.GuestAddress, qemu.GuestPrefix, authorizedKey, qemu.ProvisioningNICName, qemu.GuestGateway)
+`, qemu.NICName, qemu.GuestAddress, qemu.GuestPrefix, authorizedKey, qemu.ProvisioningNICName)
 }
 
 // NewKey makes an ed25519 key: its signer and its authorized_keys line.

@@ -38,6 +38,12 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if c.NoRouter() {
+					// The console shows it: the node's address is then the
+					// provisioning address.
+					fmt.Fprintf(os.Stderr, "firstboot network: the site names no gateway: the default route goes onto the provisioning network (%s), and the node's address is %s\n",
+						c.Links[0].Interface, c.Links[0].Address)
+				}
 				return hostnet.Apply(ctx, c, hostnet.Options{})
 			}
 		},

@@ -10,6 +10,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootstick/bootstick/internal/bmcprobe"
@@ -123,6 +124,11 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 	}
 	for _, n := range nodes.Items {
 		c.Node, c.NodeReady = n.Name, kube.NodeReady(n)
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				c.NodeAddress = a.Address
+			}
+		}
 	}
 	if c.PodsNotReady, err = kc.PodsNotReady(ctx, ""); err != nil {
 		c.Error = err.Error()

@@ -1,6 +1,7 @@
 // Package hostnet sets the bootstrap machine up from its site file before
 // anything else runs: the provisioning and external interfaces get their
-// addresses (and the external one the default route), and the site's SSH
+// addresses (and the external one the default route; on a site with no
+// router, the provisioning network is the default route), and the site's SSH
 // keys may log in as root. The live system keeps none of this across a
 // reboot, so it runs on every boot; each action replaces rather than adds,
 // so running it twice changes nothing.
@@ -68,7 +69,23 @@ func FromSite(path string, data []byte) (Config, error) {
 	return c, nil
 }
 
+// NoRouterMetric is the metric of the on-link default route of a site
+// with no router: any other default route wins over it.
+const NoRouterMetric = "4096"
+
+// NoRouter says whether the site names no gateway: the machine then has
+// no default route of its own.
+func (c Config) NoRouter() bool {
+	return !slices.ContainsFunc(c.Links, func(l Link) bool { return l.Gateway != "" })
+}
+
 // Commands are the ip(8) invocations that bring the links up, in order.
+// A site with no router gets a default route straight onto the
+// provisioning network (the first link): Kubernetes finds the node's
+// address through the default route (kubeadm, kubelet, kube-proxy), and
+// a host-network process reaches the cluster's service addresses only
+// through a route, so the node's address is then the provisioning
+// address, where the hosts route to it.
 func Commands(c Config) [][]string {
 	var cmds [][]string
 	for _, l := range c.Links {
@@ -78,6 +95,9 @@ func Commands(c Config) [][]string {
 		if l.Gateway != "" {
 			cmds = append(cmds, []string{"route", "replace", "default", "via", l.Gateway, "dev", l.Interface})
 		}
+	}
+	if len(c.Links) > 0 && c.NoRouter() {
+		cmds = append(cmds, []string{"route", "replace", "default", "dev", c.Links[0].Interface, "metric", NoRouterMetric})
 	}
 	return cmds
 }

@@ -55,6 +55,45 @@ func TestFromSite(t *testing.T) {
 	}
 }
 
+// TestNoRouter: a site with no gateway (no external network, or one with
+// no router) gets a default route onto the provisioning network, below any
+// other default route; a site with a gateway gets none.
+func TestNoRouter(t *testing.T) {
+	for _, tc := range []struct {
+		name, bootstrap string
+		want            [][]string
+	}{
+		{"no external network", "{provisioning: {interface: ens17, address: 172.22.0.1/24}}", [][]string{
+			{"link", "set", "dev", "ens17", "up"},
+			{"addr", "replace", "172.22.0.1/24", "dev", "ens17"},
+			{"route", "replace", "default", "dev", "ens17", "metric", "4096"},
+		}},
+		{"an external network with no gateway", "{provisioning: {interface: ens17, address: 172.22.0.1/24}, external: {interface: ens16, address: 10.0.0.2/24}}", [][]string{
+			{"link", "set", "dev", "ens17", "up"},
+			{"addr", "replace", "172.22.0.1/24", "dev", "ens17"},
+			{"link", "set", "dev", "ens16", "up"},
+			{"addr", "replace", "10.0.0.2/24", "dev", "ens16"},
+			{"route", "replace", "default", "dev", "ens17", "metric", "4096"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromSite("site.yaml", []byte("bootstrap: "+tc.bootstrap+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.NoRouter() {
+				t.Errorf("NoRouter() = false for %s", tc.bootstrap)
+			}
+			if got := Commands(c); !slices.EqualFunc(got, tc.want, slices.Equal) {
+				t.Errorf("commands\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	if c, err := FromSite("site.yaml", []byte(siteFile)); err != nil || c.NoRouter() {
+		t.Errorf("a site with a gateway: NoRouter() true (%v)", err)
+	}
+}
+
 func TestFromSiteBad(t *testing.T) {
 	tests := []struct{ name, data, want string }{
 		{"not yaml", "bootstrap: [", "reading site"},

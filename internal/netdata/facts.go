@@ -34,17 +34,6 @@ type Address struct {
 // order it names them. Only network data from Parse has them.
 func (nd *NetworkData) Addresses() []Address { return slices.Clone(nd.named) }
 
-// StaticAddresses are the host's own addresses, with their field paths.
-func (nd *NetworkData) StaticAddresses() []Address {
-	var out []Address
-	for _, a := range nd.named {
-		if a.Kind == Static {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // StaticOn says whether the NIC with this MAC has a static address and
 // asks for no DHCP: a network of type ipv4 or ipv6, and none of type
 // ipv4_dhcp or ipv6_dhcp, on the untagged links that send with that MAC
@@ -75,62 +64,26 @@ func (nd *NetworkData) StaticOn(mac string) bool {
 	return static
 }
 
-// defaultRoute is the network carrying the default route, IPv4's first,
-// and that route's gateway; nil when there is none.
-func (nd *NetworkData) defaultRoute() (*Network, string) {
-	for _, v6 := range []bool{false, true} {
-		for i := range nd.Networks {
-			n := &nd.Networks[i]
-			if !n.Type.Static() || n.Type.V6() != v6 {
-				continue
-			}
-			for _, rt := range n.Routes {
-				if maskBits(rt.Netmask, v6) == 0 {
-					return n, rt.Gateway
-				}
-			}
-		}
-	}
-	return nil, ""
-}
-
-// ClusterAddress is the node's address in the application cluster: the
-// address of the network that carries the default route (Kubernetes picks
-// a node's address from it), else the first static IPv4 address; "" when
-// the host takes its addresses by DHCP.
+// ClusterAddress is the node's IPv4 address in the application cluster
+// (its pod and service ranges are IPv4): the address of the static IPv4
+// network that carries the default route (Kubernetes picks a node's
+// address from it), else the first static IPv4 address; "" when the host
+// takes its IPv4 address by DHCP. The bootstrap machine reaches the host
+// there over SSH.
 func (nd *NetworkData) ClusterAddress() string {
-	if n, _ := nd.defaultRoute(); n != nil {
-		return n.IPAddress
-	}
+	first := ""
 	for _, n := range nd.Networks {
-		if n.Type == IPv4 {
-			return n.IPAddress
+		if n.Type != IPv4 {
+			continue
 		}
-	}
-	return ""
-}
-
-// DefaultGateway is the gateway of the host's default route (IPv4's when
-// it has both), or "" when it has none (DHCP may give one).
-func (nd *NetworkData) DefaultGateway() string {
-	_, gw := nd.defaultRoute()
-	return gw
-}
-
-// DNSServers are the DNS servers the network data gives: the host's, then
-// each network's, each once.
-func (nd *NetworkData) DNSServers() []string {
-	var out []string
-	add := func(ss []Service) {
-		for _, s := range ss {
-			if s.Type == DNS && !slices.Contains(out, s.Address) {
-				out = append(out, s.Address)
+		for _, rt := range n.Routes {
+			if maskBits(rt.Netmask, false) == 0 {
+				return n.IPAddress
 			}
 		}
+		if first == "" {
+			first = n.IPAddress
+		}
 	}
-	add(nd.Services)
-	for _, n := range nd.Networks {
-		add(n.Services)
-	}
-	return out
+	return first
 }

@@ -8,7 +8,8 @@
 // can write so that Ironic's schema (ironic/api/controllers/v1/
 // network-data-schema.json), cloud-init's reader (convert_net_json) and the
 // ramdisk's bootstick-netdata all take it and read it alike (the ramdisk
-// leaves out only bond_miimon and a network's own DNS servers); every
+// leaves out bond_miimon, a network's own DNS servers and the MACs of
+// bonds and VLANs, which it lets the kernel choose); every
 // refusal names its field path and what to do. The derived facts a site
 // needs (addresses for the range checks, whether a NIC is static, the
 // node's cluster address, gateway and DNS servers) are methods here.

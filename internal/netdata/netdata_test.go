@@ -286,6 +286,13 @@ func TestNetplanRefusals(t *testing.T) {
 			`{version: 2, ethernets: {` + eth + `, set-name: lan0, macaddress: "02:00:00:00:00:01"}}}`,
 			[]string{"networkData.ethernets.eno1.macaddress: Forbidden: network_data.json names a NIC by its MAC and cannot change it",
 				"networkData.ethernets.eno1.set-name: Forbidden: network_data.json cannot rename a NIC"}},
+		{"a device name no interface can have, yes for true, a huge number",
+			`{version: 2, ethernets: {"eno/1": {match: {macaddress: "52:54:00:00:01:01"}}, eno2: {match: {macaddress: "52:54:00:00:01:02"}},
+  eno3: {match: {macaddress: "52:54:00:00:01:03"}, dhcp4: yes}},
+  bonds: {bond0: {interfaces: [eno2], parameters: {mode: active-backup, mii-monitor-interval: 18446744073709551615}}}}`,
+			[]string{`networkData.ethernets.eno/1: Invalid value: "eno/1": must be an interface name: 1 to 15 letters, digits, '.', '_' or '-'`,
+				`networkData.ethernets.eno3.dhcp4: Invalid value: "yes": must be true or false (yes and no are text here)`,
+				"networkData.bonds.bond0.parameters.mii-monitor-interval: Invalid value: 18446744073709551615: must be from 0 to 2147483647"}},
 		{"version 1", `{version: 1, config: []}`,
 			[]string{"networkData.version: Invalid value: 1: cloud-init's version 1 network config is not converted"}},
 		{"version as a string", `{version: "2", ethernets: {}}`,
@@ -397,14 +404,16 @@ func TestOpenStackRefusals(t *testing.T) {
 - {id: p4, type: phy, ethernet_mac_address: "52:54:00:00:01"}
 - {id: p5, type: phy, ethernet_mac_address: "01:00:5e:00:00:01"}
 - {id: p1, type: phy, ethernet_mac_address: "52:54:00:00:01:06"}
-- {type: phy, ethernet_mac_address: "52:54:00:00:01:07"}`,
+- {type: phy, ethernet_mac_address: "52:54:00:00:01:07"}
+- {id: "a link id too long", type: phy, ethernet_mac_address: "52:54:00:00:01:08"}`,
 			[]string{"networkData.links[0].name: Forbidden: a phy link takes only id, type, ethernet_mac_address, mtu: remove it",
 				`networkData.links[1].type: Unsupported value: "ovs": supported values: "phy", "bond", "vlan"`,
 				"networkData.links[2].ethernet_mac_address: Required value",
 				`networkData.links[3].ethernet_mac_address: Invalid value: "52:54:00:00:01": not a MAC address`,
 				`networkData.links[4].ethernet_mac_address: Invalid value: "01:00:5e:00:00:01": a multicast address is no NIC's`,
 				`networkData.links[5].id: Invalid value: "p1": networkData.links[0] has this id too`,
-				"networkData.links[6].id: Required value: give the link an id"}},
+				"networkData.links[6].id: Required value: give the link an id",
+				`networkData.links[7].id: Invalid value: "a link id too long": must be an interface name`}},
 		{"bonds and VLANs: fields Ironic requires, links that are not there or cannot be used",
 			`links:
 - ` + phy + `

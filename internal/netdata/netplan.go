@@ -96,6 +96,9 @@ func (r *reader) netplan(p *field.Path, raw map[string]any, bootMAC string) *Net
 				r.add(field.Required(dp, "give the device a name"))
 				continue
 			}
+			if !r.checkLinkID(dp, n) {
+				continue
+			}
 			if first, dup := devs[n]; dup {
 				r.add(field.Invalid(dp, n, fmt.Sprintf("%s has this name too: give each device its own", first.p)))
 				continue

@@ -130,6 +130,7 @@ func (r *reader) osLink(p *field.Path, item any) (Link, bool) {
 	}
 	var l Link
 	l.ID, _ = r.str(p.Child("id"), m["id"], "the link an id, which networks name it by")
+	r.checkLinkID(p.Child("id"), l.ID)
 	t, _ := r.str(p.Child("type"), m["type"], "the link's type: phy (a NIC), bond or vlan")
 	l.Type = LinkType(t)
 	allowed, known := linkFields[l.Type]

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -127,10 +128,10 @@ func (r *reader) integer(p *field.Path, v any, lo, hi int) (int, bool) {
 		n = int(x)
 	case uint64:
 		if x > math.MaxInt32 {
-			n = math.MaxInt32
-		} else {
-			n = int(x)
+			r.add(field.Invalid(p, v, fmt.Sprintf("must be from %d to %d", lo, hi)))
+			return 0, false
 		}
+		n = int(x)
 	case float64:
 		if x != math.Trunc(x) || math.Abs(x) > math.MaxInt32 {
 			r.add(field.Invalid(p, v, fmt.Sprintf("must be a whole number from %d to %d", lo, hi)))
@@ -160,7 +161,7 @@ func (r *reader) mtu(p *field.Path, v any) int {
 func (r *reader) boolean(p *field.Path, v any) bool {
 	b, ok := v.(bool)
 	if !ok && v != nil {
-		r.add(field.Invalid(p, shown(v), "must be true or false"))
+		r.add(field.Invalid(p, shown(v), "must be true or false (yes and no are text here)"))
 	}
 	return b
 }
@@ -329,4 +330,19 @@ func netmask(bits int, v6 bool) string {
 	}
 	a, _ := netip.AddrFromSlice(net.CIDRMask(bits, size))
 	return a.String()
+}
+
+// linkID matches an id the deploy ramdisk can name an interface and its
+// files by: a Linux interface name (at most 15 characters, no slash, no
+// space).
+var linkID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+
+// checkLinkID refuses a link id (or netplan device name) that cannot be
+// an interface's name.
+func (r *reader) checkLinkID(p *field.Path, id string) bool {
+	if id != "" && !linkID.MatchString(id) {
+		r.add(field.Invalid(p, id, "must be an interface name: 1 to 15 letters, digits, '.', '_' or '-'"))
+		return false
+	}
+	return true
 }

@@ -33,6 +33,9 @@ type Cluster struct {
 	// Error is set when the API server could not be asked.
 	Error string `json:"error,omitempty"`
 	Node  string `json:"node,omitempty"`
+	// NodeAddress is the node's InternalIP: the address of its default
+	// route, or its provisioning address on a site with no router.
+	NodeAddress string `json:"nodeAddress,omitempty"`
 	// NodeReady is the node's Ready condition.
 	NodeReady bool `json:"nodeReady"`
 	// PodsNotReady are namespace/name (phase) of every pod not ready.
@@ -215,7 +218,11 @@ func (r Report) WriteText(w io.Writer) error {
 			if c.NodeReady {
 				ready = "Ready"
 			}
-			fmt.Fprintf(&b, "node %s: %s\n", c.Node, ready)
+			node := c.Node
+			if c.NodeAddress != "" {
+				node += " at " + c.NodeAddress
+			}
+			fmt.Fprintf(&b, "node %s: %s\n", node, ready)
 			for _, sv := range c.Services {
 				fmt.Fprintf(&b, "%s (%s): %s, %d restarts", sv.Name, sv.Deployment, sv.State, sv.Restarts)
 				if sv.Detail != "" {

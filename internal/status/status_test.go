@@ -84,6 +84,26 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+// TestReportNodeAddress: the node's line names its address (the
+// provisioning address on a site with no router).
+func TestReportNodeAddress(t *testing.T) {
+	for _, c := range []struct {
+		cluster Cluster
+		want    string
+	}{
+		{Cluster{Node: "bootstick", NodeAddress: "172.22.0.1", NodeReady: true}, "node bootstick at 172.22.0.1: Ready\n"},
+		{Cluster{Node: "bootstick"}, "node bootstick: NotReady\n"},
+	} {
+		r := Build(Input{State: failedState()})
+		r.Cluster = &c.cluster
+		var b bytes.Buffer
+		r.WriteText(&b)
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("status shows no %q:\n%s", c.want, b.String())
+		}
+	}
+}
+
 // TestReportHostsShowDriver: each host's row and JSON carry its BMC's
 // hardware type, boot mode and boot interface.
 func TestReportHostsShowDriver(t *testing.T) {
