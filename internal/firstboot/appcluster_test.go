@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,15 +26,19 @@ import (
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
-// TestAppCluster is the application cluster in host mode: firstboot runs
-// from the real stick (an ISO built by mkusb, mounted as the bundle), a
-// virtual host is provisioned, and the BPA installs it over SSH with the
+// TestAppClusterDHCP is the application cluster in host mode: firstboot
+// runs from the real stick (an ISO built by mkusb, mounted as the bundle),
+// a virtual host that the site gives no network data (DHCP, as most sites
+// give their servers) is provisioned, and keeps the address its deploy
+// ramdisk had when it runs its own OS (the site's DHCP server knows a host
+// by its MAC, not by the client id, which differs), with the bootstrap
+// machine as its router; the BPA installs it over SSH at that address with the
 // host key firstboot gave it: the packages from the stick's web server,
 // the images from the stick's registry, kubeadm init, and flannel. The BPA
 // is killed during the install and carries on. The operator then gets the
 // kubeconfig with kubectl, and the node is Ready with every pod Running
 // from images the stick served. No secret reaches a log or the status.
-func TestAppCluster(t *testing.T) {
+func TestAppClusterDHCP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick, provisions a QEMU machine through virtualbmc and installs Kubernetes on it (root, make toolchain)")
 	}
@@ -54,7 +57,7 @@ func TestAppCluster(t *testing.T) {
 	sitePath := writeSite(t, vs, vsite.SiteConfig{
 		Cluster: cluster,
 		Image:   vsite.SiteImage{Bundled: "debian-13-compute"},
-		Hosts:   []vsite.SiteHost{{Machine: "node-0", Address: netip.MustParseAddr(m3HostIP)}},
+		Hosts:   []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
 	})
 	logPath := filepath.Join(t.TempDir(), "run.log")
 	f, err := os.Create(logPath)
@@ -73,6 +76,9 @@ func TestAppCluster(t *testing.T) {
 	t.Logf("firstboot run, to node-0 provisioned: %s", time.Since(start).Round(time.Second))
 
 	kubectl := filepath.Join(tc, "bin", "kubectl")
+	// The address the deploy ramdisk had from DHCP during inspection.
+	hostIP := inspectedAddress(t, ctx, kubectl, "node-0", machines[0].MAC)
+	t.Logf("node-0's address from DHCP, as inspection saw it: %s", hostIP)
 	getProv := func() (*bpa.Provisioning, error) { return getProvisioning(ctx, kubectl, cluster) }
 
 	// Kill the BPA while it installs the packages.
@@ -92,7 +98,7 @@ func TestAppCluster(t *testing.T) {
 	}
 	t.Logf("killed the BPA during node-0's install phase")
 
-	p = waitClusterReady(t, ctx, kubectl, cluster, h.data, []appHost{{"node-0", m3HostIP}})
+	p = waitClusterReady(t, ctx, kubectl, cluster, h.data, []appHost{{"node-0", hostIP}})
 	n0 := p.Status.Hosts[0]
 	if n0.State != bpa.HostReady || n0.Error != "" {
 		t.Errorf("node-0: %s", describe(p))
@@ -111,6 +117,25 @@ func TestAppCluster(t *testing.T) {
 	t.Logf("kubectl --kubeconfig app.conf get nodes -o wide:\n%s", nodes)
 	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
 		t.Errorf("node-0 is not Ready")
+	}
+	// Its own OS kept the ramdisk's address, and DHCP gave it the
+	// bootstrap machine as its router: the node's InternalIP is the address
+	// the BPA reached it at.
+	internal, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "node", "node-0", "-o",
+		`jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`).Output()
+	if err != nil || strings.TrimSpace(string(internal)) != hostIP {
+		t.Errorf("node-0's InternalIP is %q (%v), want %s, the address it had from DHCP during inspection", internal, err, hostIP)
+	}
+	if c, err := sshDial(h.data, "node-0", hostIP); err != nil {
+		t.Errorf("SSH to node-0 at %s: %v", hostIP, err)
+	} else {
+		out, err := sshOutput(c, "ip -4 -o addr show scope global; ip route show default")
+		c.Close()
+		if err != nil || !strings.Contains(out, " "+hostIP+"/24 ") || !strings.Contains(out, "dynamic") || !strings.Contains(out, "default via "+m3Address+" ") {
+			t.Errorf("node-0 does not hold %s/24 by DHCP with its default route via %s (%v):\n%s", hostIP, m3Address, err, out)
+		} else {
+			t.Logf("node-0's addresses and default route:\n%s", out)
+		}
 	}
 	var pods struct {
 		Items []struct {
@@ -148,7 +173,7 @@ func TestAppCluster(t *testing.T) {
 	t.Logf("kubectl --kubeconfig app.conf get pods -A:\n%s", listing)
 
 	// Every image the host runs came from the stick's registry: the
-	// access log shows the host (m3HostIP) pulling each one's manifest.
+	// access log shows the host (hostIP) pulling each one's manifest.
 	pulled := map[string]bool{}
 	lf, err := os.Open(filepath.Join(h.data, "registry", "access.log"))
 	if err != nil {
@@ -158,7 +183,7 @@ func TestAppCluster(t *testing.T) {
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		var e registry.LogEntry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind == "manifest" && e.Status == 200 && strings.HasPrefix(e.Remote, m3HostIP+":") &&
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind == "manifest" && e.Status == 200 && strings.HasPrefix(e.Remote, hostIP+":") &&
 			!strings.HasPrefix(e.Reference, "sha256:") {
 			pulled[e.NS+"/"+e.Repo+":"+e.Reference] = true
 		}
@@ -171,7 +196,7 @@ func TestAppCluster(t *testing.T) {
 			continue
 		}
 		if !pulled[r.String()] {
-			t.Errorf("the registry's access log shows no pull of %s by %s (pulled: %v)", r, m3HostIP, pulled)
+			t.Errorf("the registry's access log shows no pull of %s by %s (pulled: %v)", r, hostIP, pulled)
 		}
 	}
 	for _, want := range []string{"docker.io/flannel/flannel:v0.27.4", "registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/coredns/coredns:v1.12.1"} {
@@ -217,6 +242,34 @@ func TestAppCluster(t *testing.T) {
 			}
 		}
 	}
+}
+
+// inspectedAddress is the address inspection saw on a host's NIC (the
+// BareMetalHost's hardware details), for a host that takes its address by
+// DHCP.
+func inspectedAddress(t *testing.T, ctx context.Context, kubectl, name, mac string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "-n", "metal3", "get", "bmh", name, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("kubectl get bmh %s: %v", name, err)
+	}
+	var bmh struct {
+		Status struct {
+			Hardware struct {
+				NICs []struct{ MAC, IP string }
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &bmh); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range bmh.Status.Hardware.NICs {
+		if strings.EqualFold(n.MAC, mac) && n.IP != "" {
+			return n.IP
+		}
+	}
+	t.Fatalf("%s's inspection shows no address on %s: %s", name, mac, out)
+	return ""
 }
 
 // controlPlaneCPUs is the vCPU count of a test host that runs the
