@@ -21,7 +21,6 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
-	"github.com/bootstick/bootstick/internal/netdata"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
@@ -119,6 +118,10 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	prov.Labels["cluster"] = s.Cluster.Name
 	prov.Labels["owner"] = "bootstick"
 
+	// clusterAddress is each host's address in the application cluster, as
+	// its network data gives it ("" for DHCP: the BPA takes the address
+	// inspection saw).
+	clusterAddress := map[string]string{}
 	for _, h := range hosts {
 		mac, err := site.NormalizeMAC(h.BootMACAddress)
 		if err != nil {
@@ -149,6 +152,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		var networkData *corev1.SecretReference
 		if network != nil {
+			clusterAddress[h.Name] = network.ClusterAddress()
 			// The baremetal-operator reads the Secret's networkData key as
 			// YAML (JSON is YAML) and hands it to Ironic, which writes it as
 			// the config drive's network_data.json: give it that JSON.
@@ -220,11 +224,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		cfg.ServiceSubnet = s.Cluster.ServiceCIDR
 		cfg.Hosts = map[string]install.Host{}
 		for _, h := range hosts {
-			network, err := h.Network()
-			if err != nil {
-				return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
-			}
-			ih := install.Host{Address: StaticAddress(network)}
+			ih := install.Host{Address: clusterAddress[h.Name]}
 			if k := opts.HostKeys[h.Name]; k != nil {
 				ih.HostKey = k.Public
 			}
@@ -318,17 +318,6 @@ func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair) ([]by
 		return nil, err
 	}
 	return append([]byte("#cloud-config\n"), body...), nil
-}
-
-// StaticAddress is the host's address in the application cluster, as its
-// network data gives it (the network with the default route, else the
-// first static IPv4 address), or "" when it has none (DHCP, or no network
-// data).
-func StaticAddress(nd *netdata.NetworkData) string {
-	if nd == nil {
-		return ""
-	}
-	return nd.ClusterAddress()
 }
 
 func ptr[T any](v T) *T { return &v }
