@@ -3,6 +3,7 @@
 package qemutest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,17 +37,20 @@ const (
 
 // The hosts of journey B: one of each shape Journey A provisions in host
 // mode (internal/firstboot's TestHostProvision), here from the stick.
+// Each BMC has its own address and its protocol's port, as on a real
+// site.
 var jbHosts = []struct {
 	machine                 vsite.Machine
 	ip, bmc, bootMode, boot string
 }{
-	{vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:08:10", BMCPort: 6230}, "172.22.0.50", "ipmi", "legacy", "ipxe"},
-	{vsite.Machine{Name: "node-uefi", MAC: "52:54:00:b0:08:16", BMCPort: 6234, Firmware: vsite.FirmwareUEFI,
-		ExtraMACs: []string{"52:54:00:b0:18:16"}}, "172.22.0.51", "ipmi", "UEFI", "ipxe"},
-	{vsite.Machine{Name: "node-uefi-redfish", MAC: "52:54:00:b0:08:18", BMCPort: 8443, BMC: vsite.BMCRedfish,
-		Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:18:18"}}, "172.22.0.52", "redfish", "UEFI", "ipxe"},
-	{vsite.Machine{Name: "node-uefi-vmedia", MAC: "52:54:00:b0:08:19", BMCPort: 8445, BMC: vsite.BMCRedfishVirtualMedia,
-		Firmware: vsite.FirmwareUEFI}, "172.22.0.53", "redfish", "UEFI", "redfish-virtual-media"},
+	{vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:08:10", BMCAddr: netip.MustParseAddr(jbBMC), BMCPort: 623},
+		"172.22.0.50", "ipmi", "legacy", "ipxe"},
+	{vsite.Machine{Name: "node-uefi", MAC: "52:54:00:b0:08:16", BMCAddr: netip.MustParseAddr("172.22.0.3"), BMCPort: 623,
+		Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:18:16"}}, "172.22.0.51", "ipmi", "UEFI", "ipxe"},
+	{vsite.Machine{Name: "node-uefi-redfish", MAC: "52:54:00:b0:08:18", BMCAddr: netip.MustParseAddr("172.22.0.4"), BMCPort: 443,
+		BMC: vsite.BMCRedfish, Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:18:18"}}, "172.22.0.52", "redfish", "UEFI", "ipxe"},
+	{vsite.Machine{Name: "node-uefi-vmedia", MAC: "52:54:00:b0:08:19", BMCAddr: netip.MustParseAddr("172.22.0.5"), BMCPort: 443,
+		BMC: vsite.BMCRedfishVirtualMedia, Firmware: vsite.FirmwareUEFI}, "172.22.0.53", "redfish", "UEFI", "redfish-virtual-media"},
 }
 
 // TestProvisionFromStick is Journey B: the stick cold-boots in QEMU with
@@ -181,6 +185,7 @@ func TestProvisionFromStick(t *testing.T) {
 		}
 	}
 	if t.Failed() {
+		jbDiagnose(ctx, t, a, vs, byName)
 		t.FailNow()
 	}
 	if banner, err := a.Run(ctx, "cat /etc/issue.d/bootstick.issue"); err != nil || !strings.Contains(banner, fmt.Sprintf("hosts: %d provisioned", len(jbHosts))) {
@@ -268,4 +273,20 @@ func TestProvisionFromStick(t *testing.T) {
 		}
 		return last
 	}().Round(time.Second))
+}
+
+// jbDiagnose logs what explains a host that did not provision: Ironic's
+// warnings and its inspection and power lines, and the console of each
+// such host (the deploy ramdisk's own account of its lookups and posts).
+func jbDiagnose(ctx context.Context, t *testing.T, a *Machine, vs *vsite.Site, hosts map[string]status.Host) {
+	t.Helper()
+	ironic, err := a.Run(ctx, kubectl+" -n ironic logs deploy/ironic -c ironic | grep -E 'ERROR|WARNING|inspect|power|IPMI|lookup' | tail -n 150")
+	t.Logf("journey B: Ironic's log, its errors, warnings, inspections and power actions (%v):\n%s", err, ironic)
+	for _, h := range jbHosts {
+		if hs := hosts[h.machine.Name]; hs.State == "provisioned" && hs.Error == "" {
+			continue
+		}
+		serial, err := os.ReadFile(vs.SerialLog(h.machine.Name))
+		t.Logf("journey B: %s's console (%v):\n%s", h.machine.Name, err, command.Tail(qemu.ConsoleText(serial), 80))
+	}
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // bmcCA is the CA a site makes for its Redfish BMCs, and the one server
-// certificate it signs for them all (they share BMCAddr). The keys stay in
-// memory.
+// certificate it signs for them all, naming every BMC address. The keys
+// stay in memory.
 type bmcCA struct {
 	pem  []byte // the CA's certificate
 	cert tls.Certificate
@@ -27,7 +27,7 @@ type bmcCA struct {
 // any site lives.
 const bmcValidity = 30 * 24 * time.Hour
 
-func newBMCCA(addr netip.Addr) (*bmcCA, error) {
+func newBMCCA(addrs []netip.Addr) (*bmcCA, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -55,14 +55,18 @@ func newBMCCA(addr netip.Addr) (*bmcCA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("BMC certificate: %w", err)
 	}
+	var ips []net.IP
+	for _, a := range addrs {
+		ips = append(ips, a.AsSlice())
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: addr.String()},
+		Subject:      pkix.Name{CommonName: addrs[0].String()},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(bmcValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{addr.AsSlice()},
+		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

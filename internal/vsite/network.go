@@ -13,7 +13,7 @@ import (
 // veth's far end, on the bridge.
 const bridge = "br0"
 
-// network makes the namespace, its bridge (with the BMC address) and the
+// network makes the namespace, its bridge (with the BMCs' addresses) and the
 // veth pair. Leftovers of an earlier site of the same names are removed
 // first.
 func (s *Site) network(ctx context.Context) error {
@@ -25,7 +25,11 @@ func (s *Site) network(ctx context.Context) error {
 		{"ip", "netns", "add", o.Netns},
 		{"ip", "-n", o.Netns, "link", "set", "lo", "up"},
 		{"ip", "-n", o.Netns, "link", "add", bridge, "type", "bridge"},
-		{"ip", "-n", o.Netns, "addr", "add", o.BMCAddr.String() + "/" + bits, "dev", bridge},
+	}
+	for _, a := range s.bmcAddrs() {
+		steps = append(steps, []string{"ip", "-n", o.Netns, "addr", "add", a.String() + "/" + bits, "dev", bridge})
+	}
+	steps = append(steps, [][]string{
 		{"ip", "-n", o.Netns, "link", "set", bridge, "up"},
 		{"ip", "link", "add", o.HostIface, "type", "veth", "peer", "name", peer},
 		{"ip", "link", "set", peer, "netns", o.Netns},
@@ -33,7 +37,7 @@ func (s *Site) network(ctx context.Context) error {
 		{"ip", "-n", o.Netns, "link", "set", peer, "up"},
 		{"ip", "addr", "add", netip.PrefixFrom(o.HostAddr, o.Network.Bits()).String(), "dev", o.HostIface},
 		{"ip", "link", "set", o.HostIface, "up"},
-	}
+	}...)
 	for _, argv := range steps {
 		if _, err := run(ctx, argv...); err != nil {
 			return fmt.Errorf("virtual site network: %w", err)

@@ -15,7 +15,7 @@ import (
 )
 
 // startRedfish makes the site's BMC CA and serves every Redfish machine's
-// BMC over HTTPS on BMCAddr:BMCPort, from a socket made inside the
+// BMC over HTTPS on its address and BMCPort, from a socket made inside the
 // namespace; Close stops them.
 func (s *Site) startRedfish() error {
 	var machines []Machine
@@ -27,7 +27,7 @@ func (s *Site) startRedfish() error {
 	if len(machines) == 0 {
 		return nil
 	}
-	ca, err := newBMCCA(s.opts.BMCAddr)
+	ca, err := newBMCCA(s.bmcAddrs())
 	if err != nil {
 		return err
 	}
@@ -42,8 +42,8 @@ func (s *Site) startRedfish() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopRedfish = cancel
 	for _, m := range machines {
-		bmc := newRedfishBMC(m, &libvirtMachine{s: s, m: m}, s.absMediaDir())
-		addr := net.JoinHostPort(s.opts.BMCAddr.String(), strconv.Itoa(m.BMCPort))
+		bmc := newRedfishBMC(m, &libvirtMachine{s: s, m: m}, s.absDir())
+		addr := net.JoinHostPort(s.bmcAddr(m).String(), strconv.Itoa(m.BMCPort))
 		ln, err := listenIn(nsPath, addr)
 		if err != nil {
 			return fmt.Errorf("machine %s: Redfish BMC on %s in %s: %w", m.Name, addr, s.opts.Netns, err)
@@ -75,7 +75,7 @@ func (s *Site) closeRedfish(ctx context.Context) {
 }
 
 // BMCCA is the PEM certificate of the CA that signed the Redfish BMCs'
-// certificate (whose SAN is BMCAddr), for Ironic and tests to trust; nil
+// certificate (whose SANs are the BMCs' addresses), for Ironic and tests to trust; nil
 // when the site has no Redfish BMC. BMCCAFile holds the same.
 func (s *Site) BMCCA() []byte {
 	if s.ca == nil {
@@ -90,8 +90,9 @@ func (s *Site) BMCCAFile() string {
 	return filepath.Join(s.opts.Dir, "bmc-ca.pem")
 }
 
-// absMediaDir is where the site's BMCs keep inserted images.
-func (s *Site) absMediaDir() string {
+// absDir is Dir, absolute: where the BMCs keep inserted images and the
+// machines find their QEMU.
+func (s *Site) absDir() string {
 	dir, err := filepath.Abs(s.opts.Dir)
 	if err != nil {
 		return s.opts.Dir

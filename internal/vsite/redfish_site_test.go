@@ -18,14 +18,16 @@ import (
 // site's CA: power on starts the QEMU machine, a Cd boot override puts
 // the CD-ROM first in its definition, InsertMedia puts the image in its
 // CD-ROM drive and EjectMedia takes it out, ForceOff stops it; a wrong
-// password is refused.
+// password is refused. The BMC has an address of its own, which its
+// certificate names.
 func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts libvirtd and a QEMU machine with OVMF (root)")
 	}
 	ctx, cancel := testctx.New(t, 5*time.Minute)
 	defer cancel()
-	m := Machine{Name: "vsite-rf-0", MAC: "52:54:00:b0:0f:01", ExtraMACs: []string{"52:54:00:b0:0f:02"}, BMCPort: 6250,
+	m := Machine{Name: "vsite-rf-0", MAC: "52:54:00:b0:0f:01", ExtraMACs: []string{"52:54:00:b0:0f:02"},
+		BMCAddr: netip.MustParseAddr("172.25.0.3"), BMCPort: 6250,
 		BMCUser: "admin", BMCPassword: "pw-vsite-rf", MemoryMiB: 256, CPUs: 1, DiskGiB: 8,
 		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia}
 	dir := t.TempDir()
@@ -34,7 +36,7 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 		Network: netip.MustParsePrefix("172.25.0.0/24"), HostAddr: netip.MustParseAddr("172.25.0.1"), BMCAddr: netip.MustParseAddr("172.25.0.2"),
 		Machines: []Machine{m},
 	})
-	if got, want := s.BMCAddress(m), "redfish-virtualmedia+https://172.25.0.2:6250/redfish/v1/Systems/vsite-rf-0"; got != want {
+	if got, want := s.BMCAddress(m), "redfish-virtualmedia+https://172.25.0.3:6250/redfish/v1/Systems/vsite-rf-0"; got != want {
 		t.Errorf("BMC address %s, want %s", got, want)
 	}
 	if pem, err := os.ReadFile(s.BMCCAFile()); err != nil || !bytes.Equal(pem, s.BMCCA()) {
@@ -84,7 +86,7 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 	}
 
 	image := bytes.Repeat([]byte("vsite redfish test image\n"), 40000) // 1 MB
-	c := newRedfishClient(t, "https://172.25.0.2:6250", s.BMCCA(), m.BMCUser, m.BMCPassword)
+	c := newRedfishClient(t, "https://172.25.0.3:6250", s.BMCCA(), m.BMCUser, m.BMCPassword)
 	driveRedfish(t, c, s.opts.Machines[0], imageServer(t, image), image, state, func(step string) {
 		switch step {
 		case "boot override Cd":

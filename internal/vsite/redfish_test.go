@@ -422,7 +422,7 @@ func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, im
 // keeps images in the folder it returns.
 func testBMC(t *testing.T, m Machine, drv machineDriver, set ...func(*redfishBMC)) (*redfishClient, string) {
 	t.Helper()
-	ca, err := newBMCCA(netip.MustParseAddr("127.0.0.1"))
+	ca, err := newBMCCA([]netip.Addr{netip.MustParseAddr("127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,6 +505,10 @@ func TestBMCAddress(t *testing.T) {
 		if got := s.BMCAddress(Machine{Name: "node-0", BMCPort: 6230, BMC: c.bmc}); got != c.want {
 			t.Errorf("BMC %q: %s, want %s", c.bmc, got, c.want)
 		}
+	}
+	own := Machine{Name: "node-1", BMCPort: 623, BMCAddr: netip.MustParseAddr("172.22.0.3")}
+	if got, want := s.BMCAddress(own), "ipmi://172.22.0.3:623"; got != want {
+		t.Errorf("a BMC with its own address: %s, want %s", got, want)
 	}
 }
 

@@ -33,7 +33,7 @@ func (s *Site) startVBMC(ctx context.Context) error {
 			return fmt.Errorf("virtualbmc: %w", err)
 		}
 		conf := fmt.Sprintf("[VirtualBMC]\nusername = %s\npassword = %s\naddress = %s\nport = %d\ndomain_name = %s\nlibvirt_uri = %s\nactive = True\n",
-			m.BMCUser, m.BMCPassword, s.opts.BMCAddr, m.BMCPort, m.Name, s.uri())
+			m.BMCUser, m.BMCPassword, s.bmcAddr(m), m.BMCPort, m.Name, s.uri())
 		if err := os.WriteFile(filepath.Join(dir, m.Name, "config"), []byte(conf), 0o600); err != nil {
 			return fmt.Errorf("virtualbmc: %w", err)
 		}

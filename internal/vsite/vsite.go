@@ -45,6 +45,7 @@ type Options struct {
 	// HostIface is this machine's end of the veth, given HostAddr.
 	HostIface string
 	// Network is the provisioning network; HostAddr and BMCAddr are in it.
+	// BMCAddr is the address of every BMC whose machine names none.
 	Network  netip.Prefix
 	HostAddr netip.Addr
 	BMCAddr  netip.Addr
@@ -59,8 +60,13 @@ type Machine struct {
 	MemoryMiB int // 3072 when zero: the deploy ramdisk holds the image in memory
 	CPUs      int // 1 when zero
 	DiskGiB   int // 8 when zero; the disk starts blank
-	// BMCPort is the BMC's port on BMCAddr: UDP for IPMI, TCP (HTTPS) for
-	// Redfish.
+	// BMCAddr is the BMC's own address in the site's network, as a real
+	// server's BMC has one; the site's BMCAddr when unset. Ironic spaces
+	// its IPMI commands per address, so BMCs that share one wait for
+	// each other.
+	BMCAddr netip.Addr
+	// BMCPort is the BMC's port on its address: UDP for IPMI, TCP (HTTPS)
+	// for Redfish.
 	BMCPort     int
 	BMCUser     string // admin when empty (Redfish; the site file's default)
 	BMCPassword string
@@ -171,7 +177,7 @@ func (o *Options) check() error {
 	}
 	// Defaults go into a copy: the caller's machines stay as given.
 	o.Machines = slices.Clone(o.Machines)
-	names, macs, ports := map[string]bool{}, map[string]bool{}, map[int]bool{}
+	names, macs, ports := map[string]bool{}, map[string]bool{}, map[netip.AddrPort]bool{}
 	for i := range o.Machines {
 		m := &o.Machines[i]
 		if m.MemoryMiB == 0 {
@@ -190,6 +196,10 @@ func (o *Options) check() error {
 		if m.BMC == "" {
 			m.BMC = BMCIPMI
 		}
+		if !m.BMCAddr.IsValid() {
+			m.BMCAddr = o.BMCAddr
+		}
+		bmc := netip.AddrPortFrom(m.BMCAddr, uint16(m.BMCPort))
 		m.ExtraMACs = append([]string(nil), m.ExtraMACs...)
 		for j := range m.ExtraMACs {
 			m.ExtraMACs[j] = strings.ToLower(m.ExtraMACs[j])
@@ -201,13 +211,15 @@ func (o *Options) check() error {
 			return fmt.Errorf("virtual site: two machines named %s", m.Name)
 		case macs[m.MAC]:
 			return fmt.Errorf("virtual site: machines %s and another share MAC %s", m.Name, m.MAC)
-		case ports[m.BMCPort] || m.BMCPort <= 0:
-			return fmt.Errorf("virtual site: machine %s: BMC port %d is taken or invalid", m.Name, m.BMCPort)
+		case !o.Network.Contains(m.BMCAddr) || m.BMCAddr == o.HostAddr:
+			return fmt.Errorf("virtual site: machine %s: BMC address %s is not in %s or is the host's", m.Name, m.BMCAddr, o.Network)
+		case ports[bmc] || m.BMCPort <= 0 || m.BMCPort > 65535:
+			return fmt.Errorf("virtual site: machine %s: BMC port %d on %s is taken or invalid", m.Name, m.BMCPort, m.BMCAddr)
 		}
 		if err := m.check(macs); err != nil {
 			return fmt.Errorf("virtual site: machine %s: %w", m.Name, err)
 		}
-		names[m.Name], macs[m.MAC], ports[m.BMCPort] = true, true, true
+		names[m.Name], macs[m.MAC], ports[bmc] = true, true, true
 	}
 	return nil
 }
@@ -277,11 +289,30 @@ func (s *Site) Close() error {
 // ipmi://ADDR:PORT, or redfish+https://ADDR:PORT/redfish/v1/Systems/NAME
 // (redfish-virtualmedia+https://… for virtual media).
 func (s *Site) BMCAddress(m Machine) string {
-	hostPort := netip.AddrPortFrom(s.opts.BMCAddr, uint16(m.BMCPort))
+	hostPort := netip.AddrPortFrom(s.bmcAddr(m), uint16(m.BMCPort))
 	if m.redfish() {
 		return fmt.Sprintf("%s+https://%s%s", m.BMC, hostPort, systemPath(m.Name))
 	}
 	return fmt.Sprintf("ipmi://%s", hostPort)
+}
+
+// bmcAddr is m's BMC address: its own, or the site's.
+func (s *Site) bmcAddr(m Machine) netip.Addr {
+	if m.BMCAddr.IsValid() {
+		return m.BMCAddr
+	}
+	return s.opts.BMCAddr
+}
+
+// bmcAddrs are the site's BMC addresses, each once, the site's first.
+func (s *Site) bmcAddrs() []netip.Addr {
+	addrs := []netip.Addr{s.opts.BMCAddr}
+	for _, m := range s.opts.Machines {
+		if a := s.bmcAddr(m); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 // SerialLog is the file that holds the machine's serial console.

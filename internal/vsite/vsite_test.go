@@ -2,8 +2,11 @@ package vsite
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +75,12 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 		if c.args[1] == "status" && !strings.Contains(out, "Chassis Power is on") {
 			t.Errorf("power status: %s", out)
 		}
+		if c.args[1] == "status" {
+			// The machine's QEMU runs below what it tests.
+			if nice, err := s.machineNice(m.Name); err != nil || nice != machineNice {
+				t.Errorf("the running machine's niceness is %d (%v), want %d", nice, err, machineNice)
+			}
+		}
 	}
 	// A tap for a QEMU run from this side lands on the bridge, inside.
 	tap, err := s.Tap(ctx, "bsvstap0")
@@ -96,6 +105,21 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	}
 }
 
+// machineNice reads the niceness of the machine's QEMU (the pid file
+// libvirt keeps, field 19 of /proc/PID/stat).
+func (s *Site) machineNice(name string) (int, error) {
+	pid, err := os.ReadFile(filepath.Join(s.libvirtDir("/run/libvirt"), "qemu", name+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return strconv.Atoi(f[16])
+}
+
 // startTestSite starts a site, and closes it when the test ends, checking
 // that Close leaves no network namespace.
 func startTestSite(t *testing.T, ctx context.Context, o Options) *Site {
@@ -113,4 +137,41 @@ func startTestSite(t *testing.T, ctx context.Context, o Options) *Site {
 		}
 	})
 	return s
+}
+
+// TestOptionsBMCAddresses: each BMC may have an address of its own in the
+// site's network; two BMCs may share a port only on different addresses.
+// The bridge carries each address once, the site's first.
+func TestOptionsBMCAddresses(t *testing.T) {
+	addr := netip.MustParseAddr
+	for _, c := range []struct {
+		name  string
+		a, b  Machine
+		want  string // "" is no error
+		addrs string // the bridge's BMC addresses
+	}{
+		{"shared address, own ports", Machine{BMCPort: 6230}, Machine{BMCPort: 6231}, "", "[172.23.0.2]"},
+		{"own addresses, one port", Machine{BMCAddr: addr("172.23.0.3"), BMCPort: 623}, Machine{BMCAddr: addr("172.23.0.4"), BMCPort: 623}, "", "[172.23.0.2 172.23.0.3 172.23.0.4]"},
+		{"one own, one shared", Machine{BMCAddr: addr("172.23.0.3"), BMCPort: 623}, Machine{BMCPort: 623}, "", "[172.23.0.2 172.23.0.3]"},
+		{"one address, one port", Machine{BMCAddr: addr("172.23.0.3"), BMCPort: 623}, Machine{BMCAddr: addr("172.23.0.3"), BMCPort: 623}, "BMC port 623 on 172.23.0.3 is taken", ""},
+		{"the site's address, one port", Machine{BMCAddr: addr("172.23.0.2"), BMCPort: 623}, Machine{BMCPort: 623}, "BMC port 623 on 172.23.0.2 is taken", ""},
+		{"outside the network", Machine{BMCAddr: addr("172.24.0.3"), BMCPort: 623}, Machine{BMCPort: 624}, "BMC address 172.24.0.3 is not in 172.23.0.0/24", ""},
+		{"the host's address", Machine{BMCAddr: addr("172.23.0.1"), BMCPort: 623}, Machine{BMCPort: 624}, "BMC address 172.23.0.1", ""},
+	} {
+		c.a.Name, c.a.MAC, c.b.Name, c.b.MAC = "a", "52:54:00:00:00:0a", "b", "52:54:00:00:00:0b"
+		o := Options{Dir: t.TempDir(), Netns: "n", HostIface: "i", Network: netip.MustParsePrefix("172.23.0.0/24"),
+			HostAddr: addr("172.23.0.1"), BMCAddr: addr("172.23.0.2"), Machines: []Machine{c.a, c.b}}
+		err := o.check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if err == nil {
+			if got := fmt.Sprint((&Site{opts: o}).bmcAddrs()); got != c.addrs {
+				t.Errorf("%s: the bridge's BMC addresses are %s, want %s", c.name, got, c.addrs)
+			}
+		}
+	}
 }
