@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,46 @@ import (
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
-// TestAppClusterDHCP is the application cluster in host mode: firstboot
+// clockAhead is how far ahead of UTC the host's hardware clock runs.
+const clockAhead = 3 * time.Hour
+
+// checkClock checks that the host's clock agrees with this machine's
+// (the site's clock in host mode) within a second, though its hardware
+// clock runs clockAhead ahead, and that its time service took the time
+// from the bootstrap machine (m3Address).
+func checkClock(t *testing.T, data, name, ip string) {
+	t.Helper()
+	c, err := sshDial(data, name, ip)
+	if err != nil {
+		t.Errorf("SSH to %s at %s: %v", name, ip, err)
+		return
+	}
+	defer c.Close()
+	before := time.Now()
+	out, err := sshOutput(c, "date +%s.%N")
+	after := time.Now()
+	secs, perr := strconv.ParseFloat(out, 64)
+	if err != nil || perr != nil {
+		t.Errorf("%s's clock: %q %v %v", name, out, err, perr)
+		return
+	}
+	theirs := time.Unix(0, int64(secs*1e9))
+	if theirs.Before(before.Add(-time.Second)) || theirs.After(after.Add(time.Second)) {
+		t.Errorf("%s's clock reads %s, this machine's %s to %s: more than a second apart (its hardware clock runs %v ahead)",
+			name, theirs.Format(time.RFC3339Nano), before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano), clockAhead)
+	} else {
+		t.Logf("%s's clock agrees with the site's within a second (%v between this machine's two readings; its hardware clock runs %v ahead)",
+			name, after.Sub(before).Round(time.Millisecond), clockAhead)
+	}
+	journal, err := sshOutput(c, "journalctl -b -u systemd-timesyncd --no-pager -o cat")
+	if err != nil || !strings.Contains(journal, "Contacted time server "+m3Address+":123") {
+		t.Errorf("%s's timesyncd did not take the time from the bootstrap machine %s (%v):\n%s", name, m3Address, err, journal)
+	} else {
+		t.Logf("%s's timesyncd:\n%s", name, journal)
+	}
+}
+
+// TestAppClusterDHCPClock is the application cluster in host mode: firstboot
 // runs from the real stick (an ISO built by mkusb, mounted as the bundle),
 // a virtual host that the site gives no network data (DHCP, as most sites
 // give their servers) is provisioned, and keeps the address its deploy
@@ -38,7 +78,11 @@ import (
 // is killed during the install and carries on. The operator then gets the
 // kubeconfig with kubectl, and the node is Ready with every pod Running
 // from images the stick served. No secret reaches a log or the status.
-func TestAppClusterDHCP(t *testing.T) {
+// The host's hardware clock runs three hours ahead, as a server's may after
+// a flat CMOS battery: its OS takes the time from the site's clock on the
+// bootstrap machine (firstboot's clock step: chronyd, which in host mode
+// serves this machine's time), and agrees with it within a second.
+func TestAppClusterDHCPClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick, provisions a QEMU machine through virtualbmc and installs Kubernetes on it (root, make toolchain)")
 	}
@@ -51,7 +95,7 @@ func TestAppClusterDHCP(t *testing.T) {
 	// Two vCPUs: a control plane on one emulated CPU (TCG, no KVM) ran at
 	// load 6 to 9, and etcd timed its requests out during kubeadm init.
 	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6),
-		CPUs: controlPlaneCPUs}}
+		CPUs: controlPlaneCPUs, ClockAhead: clockAhead}}
 	vs := startSite(t, ctx, machines)
 	const cluster = "edge"
 	sitePath := writeSite(t, vs, vsite.SiteConfig{
@@ -136,6 +180,7 @@ func TestAppClusterDHCP(t *testing.T) {
 		} else {
 			t.Logf("node-0's addresses and default route:\n%s", out)
 		}
+		checkClock(t, h.data, "node-0", hostIP)
 	}
 	var pods struct {
 		Items []struct {

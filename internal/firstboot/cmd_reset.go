@@ -94,6 +94,7 @@ func resetHost(ctx context.Context, p paths, binDir string) error {
 	killShims(sock, log)
 	note("stopping pods", killCgroups("kubepods"))
 	note("stopping the registry", services.Stop(ctx, registryService))
+	note("stopping the site's clock", services.Stop(ctx, clockService))
 
 	note("unmounting", unmountUnder(p.Data, p.Run, "/var/lib/kubelet", p.containerd().State))
 	if _, err := os.Stat("/sys/class/net/" + cniBridge); err == nil {

@@ -91,10 +91,11 @@ type Metal3Inputs struct {
 	// NoDHCP are the boot MACs of hosts that boot by virtual media with
 	// their own network data: DHCP never answers them.
 	NoDHCP []string
-	// DNS and NTP are the site's servers (bootstrap.dns, bootstrap.ntp),
-	// which DHCP hands the hosts (IPv4 addresses only). Without them
-	// dnsmasq names none.
-	DNS, NTP []string
+	// DNS are the site's DNS servers (bootstrap.dns), which DHCP hands the
+	// hosts (IPv4 addresses only). Without them dnsmasq names none. The
+	// NTP server DHCP names is this machine (firstboot's clock step), which
+	// follows the site's.
+	DNS []string
 }
 
 // Metal3 renders the objects Ironic and BMO read their settings from: the
@@ -131,8 +132,8 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 	if dns := dhcpAddrs(in.DNS); dns != "" {
 		ironicEnv["DHCP_DNS"] = dns
 	}
-	if ntp := dhcpAddrs(in.NTP); ntp != "" {
-		ironicEnv["DHCP_NTP"] = ntp
+	if ip.Is4() {
+		ironicEnv["DHCP_NTP"] = ip.String()
 	}
 	return []Object{
 		cm(BMONamespace, BMOConfig, map[string]string{

@@ -27,25 +27,23 @@ func ironicEnv(t *testing.T, in Metal3Inputs) map[string]string {
 	return nil
 }
 
-// TestMetal3DHCPServers: the site's DNS and NTP servers reach dnsmasq as
-// DHCP_DNS and DHCP_NTP, IPv4 addresses only (a DHCPv4 option carries no
-// name and no IPv6 address); without any, neither is set and run-dnsmasq
-// takes its defaults. DHCP_ROUTER is never set: the site has no gateway on
-// the provisioning network.
+// TestMetal3DHCPServers: the site's DNS servers reach dnsmasq as DHCP_DNS,
+// IPv4 addresses only (a DHCPv4 option carries no name and no IPv6
+// address); without any, it is not set and run-dnsmasq names none. The
+// NTP server is always this machine, the site's clock. DHCP_ROUTER is
+// never set: the site has no gateway on the provisioning network.
 func TestMetal3DHCPServers(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		dns, ntp []string
-		want     map[string]string
+		name string
+		dns  []string
+		want map[string]string
 	}{
-		{"none", nil, nil, map[string]string{}},
-		{"both", []string{"10.10.0.1", "10.10.0.2"}, []string{"10.10.0.3"},
-			map[string]string{"DHCP_DNS": "10.10.0.1,10.10.0.2", "DHCP_NTP": "10.10.0.3"}},
-		{"names and IPv6 left out", []string{"2001:db8::53", "10.10.0.1"}, []string{"ntp.example.org", "2001:db8::123"},
-			map[string]string{"DHCP_DNS": "10.10.0.1"}},
+		{"none", nil, map[string]string{"DHCP_NTP": "172.22.0.1"}},
+		{"two", []string{"10.10.0.1", "10.10.0.2"}, map[string]string{"DHCP_DNS": "10.10.0.1,10.10.0.2", "DHCP_NTP": "172.22.0.1"}},
+		{"names and IPv6 left out", []string{"2001:db8::53", "10.10.0.1"}, map[string]string{"DHCP_DNS": "10.10.0.1", "DHCP_NTP": "172.22.0.1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := ironicEnv(t, Metal3Inputs{DNS: c.dns, NTP: c.ntp})
+			env := ironicEnv(t, Metal3Inputs{DNS: c.dns})
 			for _, k := range []string{"DHCP_DNS", "DHCP_NTP", "DHCP_ROUTER"} {
 				got, ok := env[k]
 				want, wok := c.want[k]

@@ -89,11 +89,17 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	if opts.SSHKey == nil {
 		return nil, errors.New("rendering site: no SSH key")
 	}
+	// The hosts take their time from this machine, on the provisioning
+	// network (firstboot's clock step).
+	pr, perr := netip.ParsePrefix(s.Bootstrap.Provisioning.Address)
+	var clock []string
+	if perr == nil {
+		clock = []string{pr.Addr().String()}
+	}
 	base := opts.ImageBaseURL
 	if base == "" {
-		pr, err := netip.ParsePrefix(s.Bootstrap.Provisioning.Address)
-		if err != nil {
-			return nil, fmt.Errorf("rendering site: provisioning address: %w", err)
+		if perr != nil {
+			return nil, fmt.Errorf("rendering site: provisioning address: %w", perr)
 		}
 		base = "http://" + netip.AddrPortFrom(pr.Addr(), ImagePort).String() + "/images/"
 	}
@@ -136,7 +142,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 				"password": []byte(h.BMC.Credentials.Password.Reveal()),
 			},
 		})
-		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...), opts.HostKeys[h.Name])
+		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...), opts.HostKeys[h.Name], clock)
 		if err != nil {
 			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
 		}
@@ -298,9 +304,16 @@ func hostImage(h site.Host, images map[string]site.BundledImage, noBundle bool, 
 }
 
 // cloudConfig is a host's user data: its name, the keys root's
-// authorized_keys gets, and its SSH host key (the only one: cloud-init
-// deletes the image's and makes no other).
-func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair) ([]byte, error) {
+// authorized_keys gets, its SSH host key (the only one: cloud-init
+// deletes the image's and makes no other), and its NTP servers (cloud-init's
+// ntp module configures the image's systemd-timesyncd, which steps a clock
+// that is far off).
+func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair, ntpServers []string) ([]byte, error) {
+	type ntp struct {
+		Enabled bool     `yaml:"enabled"`
+		Client  string   `yaml:"ntp_client"`
+		Servers []string `yaml:"servers"`
+	}
 	cc := struct {
 		Hostname          string            `yaml:"hostname"`
 		SSHAuthorizedKeys []string          `yaml:"ssh_authorized_keys"`
@@ -308,7 +321,11 @@ func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair) ([]by
 		SSHDeleteKeys     bool              `yaml:"ssh_deletekeys,omitempty"`
 		SSHGenKeyTypes    *[]string         `yaml:"ssh_genkeytypes,omitempty"`
 		SSHKeys           map[string]string `yaml:"ssh_keys,omitempty"`
+		NTP               *ntp              `yaml:"ntp,omitempty"`
 	}{Hostname: hostname, SSHAuthorizedKeys: keys}
+	if len(ntpServers) > 0 {
+		cc.NTP = &ntp{Enabled: true, Client: "systemd-timesyncd", Servers: ntpServers}
+	}
 	if hostKey != nil {
 		cc.SSHDeleteKeys, cc.SSHGenKeyTypes = true, &[]string{}
 		cc.SSHKeys = map[string]string{"ed25519_private": string(hostKey.Private), "ed25519_public": hostKey.Public}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
@@ -120,6 +121,17 @@ func TestRenderContents(t *testing.T) {
 	ud := string(byName["Secret/master-0-user-data"].(*corev1.Secret).Data["userData"])
 	if !strings.HasPrefix(ud, "#cloud-config\n") || !strings.Contains(ud, testKey(t).Public) || !strings.Contains(ud, "admin@example") {
 		t.Errorf("user data:\n%s", ud)
+	}
+	// cloud-init's ntp module points the host's timesyncd at this machine.
+	var cc struct {
+		NTP struct {
+			Enabled bool     `yaml:"enabled"`
+			Client  string   `yaml:"ntp_client"`
+			Servers []string `yaml:"servers"`
+		} `yaml:"ntp"`
+	}
+	if err := yaml.Unmarshal([]byte(ud), &cc); err != nil || !cc.NTP.Enabled || cc.NTP.Client != "systemd-timesyncd" || strings.Join(cc.NTP.Servers, ",") != "172.22.0.1" {
+		t.Errorf("user data's ntp: %+v (%v)\n%s", cc.NTP, err, ud)
 	}
 	prov := byName["Provisioning/edge-1"].(*bpa.Provisioning)
 	if len(prov.Spec.Masters) != 1 || prov.Spec.Masters[0]["master-0"].MACaddress != "52:54:00:aa:01:00" {

@@ -42,6 +42,8 @@ var DefaultPackages = []string{
 	"systemd-sysv", "udev", "kmod", "linux-image-amd64", "live-boot",
 	"containerd", "runc", "containernetworking-plugins", "iproute2", "iptables",
 	"ca-certificates", "openssh-server", "e2fsprogs", "util-linux",
+	// The site's clock (firstboot's clock step runs chronyd).
+	"chrony",
 }
 
 // Names of the files in a cache entry and in the ISO's /live folder.

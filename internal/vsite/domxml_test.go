@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // render is the definition define writes for m, parsed.
@@ -235,6 +236,24 @@ func TestBootTargetOfLibvirtXML(t *testing.T) {
 	for _, keep := range []string{`<address type="drive" controller="0" bus="0" target="0" unit="0"></address>`, `<rom enabled="no"></rom>`, `<vcpu placement="static">1</vcpu>`} {
 		if !strings.Contains(string(data), keep) {
 			t.Errorf("the edit lost %s:\n%s", keep, data)
+		}
+	}
+}
+
+// TestDomainXMLClock: a machine's hardware clock is UTC, or as far ahead
+// (or behind) as ClockAhead says.
+func TestDomainXMLClock(t *testing.T) {
+	for _, c := range []struct {
+		ahead                   time.Duration
+		offset, adjustment, bas string
+	}{
+		{0, "utc", "", ""},
+		{3 * time.Hour, "variable", "10800", "utc"},
+		{-90 * time.Minute, "variable", "-5400", "utc"},
+	} {
+		clock := render(t, Machine{Name: "c", MAC: "52:54:00:00:00:03", MemoryMiB: 256, CPUs: 1, Firmware: FirmwareBIOS, ClockAhead: c.ahead}).child("clock")
+		if clock == nil || clock.attr("offset") != c.offset || clock.attr("adjustment") != c.adjustment || clock.attr("basis") != c.bas {
+			t.Errorf("ClockAhead %v: clock %+v, want offset %q adjustment %q basis %q", c.ahead, clock, c.offset, c.adjustment, c.bas)
 		}
 	}
 }

@@ -104,6 +104,11 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/></os>
   {{- end}}
   <features><acpi/><apic/></features>
+  {{- if .ClockSeconds}}
+  <clock offset='variable' adjustment='{{.ClockSeconds}}' basis='utc'/>
+  {{- else}}
+  <clock offset='utc'/>
+  {{- end}}
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/></cpu>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
@@ -188,13 +193,14 @@ type domainVars struct {
 	Emulator, Disk, Bridge, Serial string
 	UEFI                           bool
 	Loader, NVRAM                  string // UEFI only
+	ClockSeconds                   int64  // ClockAhead
 	CDTarget, CDBus                string // hdc on IDE (pc), sdb on SATA (q35)
 }
 
 // domainVarsOf is what domainXML needs for m, its files in Dir.
 func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
 	x := domainVars{Machine: m, Emulator: emulator, Disk: s.disk(m.Name), Bridge: bridge, Serial: s.SerialLog(m.Name),
-		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide"}
+		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second)}
 	if x.UEFI {
 		x.Loader, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
 	}

@@ -83,6 +83,10 @@ type Machine struct {
 	BMC string
 	// BMCBroken makes a Redfish BMC answer 500 to everything.
 	BMCBroken bool
+	// ClockAhead sets the machine's hardware clock this far ahead of UTC
+	// (behind when negative), whole seconds, as a server's after a flat
+	// CMOS battery or a wrong setting in its firmware.
+	ClockAhead time.Duration
 }
 
 // Machine.Firmware values.
