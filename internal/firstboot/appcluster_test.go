@@ -182,6 +182,11 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		}
 		checkClock(t, h.data, "node-0", hostIP)
 	}
+	// flanneld took the interface that holds the node's InternalIP.
+	flannel, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-flannel", "logs", "ds/kube-flannel-ds").CombinedOutput()
+	if err != nil || !strings.Contains(string(flannel), " and address "+hostIP+"\n") {
+		t.Errorf("flanneld on node-0 does not use the interface with %s (%v):\n%s", hostIP, err, command.Tail(string(flannel), 20))
+	}
 	var pods struct {
 		Items []struct {
 			Metadata struct{ Namespace, Name string }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -65,15 +66,17 @@ func (nd *NetworkData) StaticOn(mac string) bool {
 }
 
 // ClusterAddress is the node's IPv4 address in the application cluster
-// (its pod and service ranges are IPv4): the address of the static IPv4
-// network that carries the default route (Kubernetes picks a node's
-// address from it), else the first static IPv4 address; "" when the host
-// takes its IPv4 address by DHCP. The bootstrap machine reaches the host
-// there over SSH.
-func (nd *NetworkData) ClusterAddress() string {
+// (its pod and service ranges are IPv4): the static IPv4 address on link
+// when the site names one (the host's clusterInterface), else the address
+// of the static IPv4 network that carries the default route (Kubernetes
+// picks a node's address from it), else the first static IPv4 address; ""
+// when the host takes its IPv4 address by DHCP. The bootstrap machine
+// reaches the host there over SSH, kubelet's node IP is it, and flannel
+// uses the interface that holds it.
+func (nd *NetworkData) ClusterAddress(link string) string {
 	first := ""
 	for _, n := range nd.Networks {
-		if n.Type != IPv4 {
+		if n.Type != IPv4 || (link != "" && n.Link != link) {
 			continue
 		}
 		for _, rt := range n.Routes {
@@ -86,4 +89,21 @@ func (nd *NetworkData) ClusterAddress() string {
 		}
 	}
 	return first
+}
+
+// CheckClusterLink reports why link cannot carry the host's address in the
+// application cluster: it is not one of the links, or it has no static
+// IPv4 address (the address must be known before the host boots).
+func (nd *NetworkData) CheckClusterLink(p *field.Path, link string) *field.Error {
+	var ids []string
+	for _, l := range nd.Links {
+		ids = append(ids, l.ID)
+	}
+	if !slices.Contains(ids, link) {
+		return field.NotFound(p, link+" (the networkData's links are "+strings.Join(ids, ", ")+")")
+	}
+	if nd.ClusterAddress(link) == "" {
+		return field.Invalid(p, link, "it has no static IPv4 address in networkData: the cluster's address must be known before the host boots; give it one, or leave clusterInterface out")
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // TestFacts: what the site needs of a host's network, from either form:
@@ -101,8 +103,8 @@ services: [{type: dns, address: 10.0.0.53}]`,
 					t.Errorf("StaticOn(%q) = true, want false", mac)
 				}
 			}
-			if got := nd.ClusterAddress(); got != tc.cluster {
-				t.Errorf("ClusterAddress() = %q, want %q", got, tc.cluster)
+			if got := nd.ClusterAddress(""); got != tc.cluster {
+				t.Errorf("ClusterAddress(\"\") = %q, want %q", got, tc.cluster)
 			}
 			var got []string
 			for _, a := range nd.Addresses() {
@@ -112,6 +114,34 @@ services: [{type: dns, address: 10.0.0.53}]`,
 				t.Errorf("Addresses():\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.addresses, "\n"))
 			}
 		})
+	}
+}
+
+// TestClusterInterface: the site may name the link whose static IPv4
+// address is the cluster's, over the default route's; a link that is not
+// there, or has no static IPv4 address, is refused with its field path.
+func TestClusterInterface(t *testing.T) {
+	nd := mustParse(t, `version: 2
+ethernets:
+  eno1: {match: {macaddress: "52:54:00:00:01:01"}, addresses: [172.22.0.50/24], routes: [{to: default, via: 172.22.0.1}]}
+  eno2: {match: {macaddress: "52:54:00:00:01:02"}, addresses: [10.20.0.50/24]}
+  eno3: {match: {macaddress: "52:54:00:00:01:03"}, dhcp4: true}`)
+	for link, want := range map[string]string{"": "172.22.0.50", "eno1": "172.22.0.50", "eno2": "10.20.0.50", "eno3": ""} {
+		if got := nd.ClusterAddress(link); got != want {
+			t.Errorf("ClusterAddress(%q) = %q, want %q", link, got, want)
+		}
+	}
+	p := field.NewPath("hosts").Index(1).Child("clusterInterface")
+	if err := nd.CheckClusterLink(p, "eno2"); err != nil {
+		t.Errorf("eno2: %v", err)
+	}
+	for link, want := range map[string]string{
+		"eno9": `hosts[1].clusterInterface: Not found: "eno9 (the networkData's links are eno1, eno2, eno3)"`,
+		"eno3": `hosts[1].clusterInterface: Invalid value: "eno3": it has no static IPv4 address`,
+	} {
+		if err := nd.CheckClusterLink(p, link); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", link, err, want)
+		}
 	}
 }
 

@@ -158,7 +158,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		var networkData *corev1.SecretReference
 		if network != nil {
-			clusterAddress[h.Name] = network.ClusterAddress()
+			clusterAddress[h.Name] = network.ClusterAddress(h.ClusterInterface)
 			// The baremetal-operator reads the Secret's networkData key as
 			// YAML (JSON is YAML) and hands it to Ironic, which writes it as
 			// the config drive's network_data.json: give it that JSON.

@@ -36,5 +36,17 @@ func (s *Site) hostNetworks() ([]*netdata.NetworkData, field.ErrorList) {
 		errs = append(errs, nerrs...)
 		out[i] = nd
 	}
+	for i, h := range s.Hosts {
+		p := field.NewPath("hosts").Index(i).Child("clusterInterface")
+		switch {
+		case h.ClusterInterface == "":
+		case out[i] == nil:
+			errs = append(errs, field.Invalid(p, h.ClusterInterface, "the host has no networkData: give it networkData with a static IPv4 address on that link, or leave clusterInterface out"))
+		default:
+			if err := out[i].CheckClusterLink(p, h.ClusterInterface); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	return out, errs
 }

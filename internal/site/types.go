@@ -92,8 +92,15 @@ type Host struct {
 	// which is converted to it (package netdata; Network gives the
 	// model). The host's cloud-init (ConfigDrive) and a virtual-media
 	// host's deploy ramdisk read it as network_data.json.
-	NetworkData  map[string]any `yaml:"networkData,omitempty"`
-	Requirements Requirements   `yaml:"requirements,omitempty"`
+	NetworkData map[string]any `yaml:"networkData,omitempty"`
+	// ClusterInterface names the link of NetworkData (a NIC, bond or
+	// VLAN, by its id: the key of netplan's ethernets, bonds or vlans)
+	// whose static IPv4 address is the host's in the application cluster:
+	// kubelet's node IP, and flannel's interface. Without it, the address
+	// on the network with the default route, else the first static one,
+	// else the address DHCP gave the host.
+	ClusterInterface string       `yaml:"clusterInterface,omitempty"`
+	Requirements     Requirements `yaml:"requirements,omitempty"`
 }
 
 // BMC is how the baremetal-operator reaches a host's management controller.
