@@ -96,9 +96,11 @@ type Host struct {
 	// ClusterInterface names the link of NetworkData (a NIC, bond or
 	// VLAN, by its id: the key of netplan's ethernets, bonds or vlans)
 	// whose static IPv4 address is the host's in the application cluster:
-	// kubelet's node IP, and flannel's interface. Without it, the address
-	// on the network with the default route, else the first static one,
-	// else the address DHCP gave the host.
+	// kubelet's node IP, and flannel's interface. The bootstrap machine
+	// must reach it: the BPA logs in there, and the API server of a
+	// master answers there. Without it, the address on the network with
+	// the default route, else the first static one, else the address DHCP
+	// gave the host.
 	ClusterInterface string       `yaml:"clusterInterface,omitempty"`
 	Requirements     Requirements `yaml:"requirements,omitempty"`
 }
