@@ -81,7 +81,9 @@ func checkClock(t *testing.T, data, name, ip string) {
 // The host's hardware clock runs three hours ahead, as a server's may after
 // a flat CMOS battery: its OS takes the time from the site's clock on the
 // bootstrap machine (firstboot's clock step: chronyd, which in host mode
-// serves this machine's time), and agrees with it within a second.
+// serves this machine's time), and agrees with it within a second. Last,
+// Ironic restarts: its DHCP leases are on the data disk, and the host
+// renews its own.
 func TestAppClusterDHCPClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick, provisions a QEMU machine through virtualbmc and installs Kubernetes on it (root, make toolchain)")
@@ -182,11 +184,6 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		}
 		checkClock(t, h.data, "node-0", hostIP)
 	}
-	// flanneld took the interface that holds the node's InternalIP.
-	flannel, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-flannel", "logs", "ds/kube-flannel-ds").CombinedOutput()
-	if err != nil || !strings.Contains(string(flannel), " and address "+hostIP+"\n") {
-		t.Errorf("flanneld on node-0 does not use the interface with %s (%v):\n%s", hostIP, err, command.Tail(string(flannel), 20))
-	}
 	var pods struct {
 		Items []struct {
 			Metadata struct{ Namespace, Name string }
@@ -221,6 +218,12 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	})
 	listing, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-A", "-o", "wide").CombinedOutput()
 	t.Logf("kubectl --kubeconfig app.conf get pods -A:\n%s", listing)
+
+	// flanneld took the interface that holds the node's InternalIP.
+	flannel, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-flannel", "logs", "ds/kube-flannel-ds").CombinedOutput()
+	if err != nil || !strings.Contains(string(flannel), " and address "+hostIP+"\n") {
+		t.Errorf("flanneld on node-0 does not use the interface with %s (%v):\n%s", hostIP, err, command.Tail(string(flannel), 20))
+	}
 
 	// Every image the host runs came from the stick's registry: the
 	// access log shows the host (hostIP) pulling each one's manifest.
@@ -291,6 +294,53 @@ func TestAppClusterDHCPClock(t *testing.T) {
 				t.Errorf("%s holds %s", where, what)
 			}
 		}
+	}
+
+	checkLeasesSurvive(t, ctx, kubectl, h.data, "node-0", machines[0].MAC, hostIP)
+}
+
+// checkLeasesSurvive restarts the Ironic Pod (its dnsmasq with it) and
+// has the host renew its DHCP lease: the leases are on the data disk, and
+// the new dnsmasq acknowledges the address the host had.
+func checkLeasesSurvive(t *testing.T, ctx context.Context, kubectl, data, name, mac, ip string) {
+	t.Helper()
+	leases := filepath.Join(data, "dhcp-leases", "dnsmasq.leases")
+	if b, err := os.ReadFile(leases); err != nil || !strings.Contains(string(b), mac+" "+ip+" ") {
+		t.Errorf("the leases on the data disk (%s) have no %s for %s (%v):\n%s", leases, ip, mac, err, b)
+	}
+	k := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", adminConf, "-n", "ironic"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := k("rollout", "restart", "deploy/ironic"); err != nil {
+		t.Fatalf("restarting Ironic: %v\n%s", err, out)
+	}
+	if out, err := k("rollout", "status", "deploy/ironic", "--timeout=15m"); err != nil {
+		t.Fatalf("Ironic after its restart: %v\n%s", err, out)
+	}
+	c, err := sshDial(data, name, ip)
+	if err != nil {
+		t.Fatalf("SSH to %s at %s: %v", name, ip, err)
+	}
+	defer c.Close()
+	out, err := sshOutput(c, `dev=$(ip -4 -o route show default | awk '{print $5; exit}'); networkctl renew "$dev" && networkctl status "$dev" --no-pager`)
+	if err != nil {
+		t.Fatalf("renewing %s's lease: %v\n%s", name, err, out)
+	}
+	// The new dnsmasq answers the renewal: an ACK of the same address.
+	var log string
+	waitFor(t, ctx, 2*time.Minute, "the restarted dnsmasq acknowledging "+name+"'s renewal", func() (bool, string) {
+		log, err = k("logs", "deploy/ironic", "-c", "dnsmasq")
+		return err == nil && strings.Contains(log, "DHCPACK(") && strings.Contains(strings.ToLower(log), ip+" "+mac), command.Tail(log, 10)
+	})
+	if strings.Contains(log, "DHCPNAK") {
+		t.Errorf("the restarted dnsmasq refused a renewal:\n%s", command.Tail(log, 20))
+	}
+	addrs, err := sshOutput(c, "ip -4 -o addr show scope global")
+	if err != nil || !strings.Contains(addrs, " "+ip+"/24 ") {
+		t.Errorf("%s no longer holds %s after Ironic's restart (%v):\n%s", name, ip, err, addrs)
+	} else {
+		t.Logf("Ironic restarted: %s renewed its lease and kept %s", name, ip)
 	}
 }
 

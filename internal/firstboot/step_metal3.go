@@ -26,6 +26,13 @@ import (
 // between the stick and host mode.
 const osImagesLink = "/run/bootstick/os-images"
 
+// dhcpLeasesLink is the fixed path the ironic Pod's dnsmasq keeps its
+// leases under (32-ironic.yaml), a link to a folder on the data disk.
+const dhcpLeasesLink = "/run/bootstick/dhcp-leases"
+
+// dhcpLeases is that folder.
+func (p paths) dhcpLeases() string { return filepath.Join(p.Data, "dhcp-leases") }
+
 // testIronicEnvVar, in a test build only (testhook.go), sets Ironic's
 // inspection timeout (seconds): the test of a boot MAC that matches no NIC
 // waits for it.
@@ -38,8 +45,8 @@ const LabelNeedsSite = "bootstick.dev/needs-site"
 // metal3Step gives Ironic and BMO what they wait for (the manifests step
 // applied their Deployments without waiting): the provisioning network of
 // the site (ConfigMaps), the credentials BMO talks to Ironic with (Secrets,
-// made on the first boot and kept after), and the stick's OS images at a
-// fixed path. Then it waits until Ironic's API answers (its readiness
+// made on the first boot and kept after), the stick's OS images and the
+// DHCP leases' folder on the data disk at fixed paths. Then it waits until Ironic's API answers (its readiness
 // probe) and BMO runs. Without a site there is nothing to provision: the
 // manifests step left Ironic and BMO out.
 func metal3Step(n *node) pipeline.Step {
@@ -56,7 +63,9 @@ func metal3Step(n *node) pipeline.Step {
 			}
 			t, err := os.Readlink(osImagesLink)
 			p, perr := os.Readlink(packagesLink)
-			return err == nil && t == n.bundle.osImages() && perr == nil && p == n.bundle.packages(), nil
+			l, lerr := os.Readlink(dhcpLeasesLink)
+			return err == nil && t == n.bundle.osImages() && perr == nil && p == n.bundle.packages() &&
+				lerr == nil && l == n.paths.dhcpLeases(), nil
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			early, err := n.site()
@@ -77,6 +86,12 @@ func metal3Step(n *node) pipeline.Step {
 				return err
 			}
 			if err := link(packagesLink, n.bundle.packages()); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(n.paths.dhcpLeases(), 0o700); err != nil {
+				return err
+			}
+			if err := link(dhcpLeasesLink, n.paths.dhcpLeases()); err != nil {
 				return err
 			}
 			c, err := kube.Load(n.kubeconfig)
