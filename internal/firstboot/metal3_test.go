@@ -252,32 +252,23 @@ func TestHostProvision(t *testing.T) {
 		}
 		consoles[hs.name] = qemu.ConsoleText(data)
 	}
-	// The UEFI hosts booted as a real server does: the firmware's own PXE
-	// client (the NICs' option ROMs are off) loaded snponly.efi.
+	// Each shape's boot on its serial console: the UEFI hosts' firmware's
+	// own PXE client (the NICs' option ROMs are off) loading snponly.efi;
+	// the virtual-media host's OVMF booting the CD its BMC mounted, and its
+	// deploy ramdisk taking its address from the CD's network data. DHCP
+	// never heard from it.
 	for _, hs := range good {
-		if hs.ironicMode != "uefi" || hs.boot != "ipxe" {
-			continue
-		}
-		plain := consoles[hs.name]
-		if m := regexp.MustCompile(`NBP filename is snponly\.efi`).FindString(plain); m == "" {
-			t.Errorf("%s's console shows no firmware PXE loading snponly.efi:\n%s", hs.name, command.Tail(plain, 40))
-		} else {
-			t.Logf("%s's console: %s", hs.name, regexp.MustCompile(`(?s)>>Start PXE over IPv4.*?NBP file[^\n]*downloaded[^\n]*`).FindString(plain))
-		}
-	}
-
-	// The virtual-media host booted the CD its BMC mounted, and its deploy
-	// ramdisk took its address from the ISO's network data: DHCP never
-	// heard from it.
-	vmPlain := consoles["node-uefi-vmedia"]
-	for what, re := range map[string]string{
-		"OVMF booting the CD":                          `BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`,
-		"the ramdisk's network from network_data.json": `bootstick-netdata: network from the virtual media's network_data\.json: ` + regexp.QuoteMeta(m3VMediaHostIP),
-	} {
-		if m := regexp.MustCompile(re).FindString(vmPlain); m == "" {
-			t.Errorf("node-uefi-vmedia's console shows no %s:\n%s", what, command.Tail(vmPlain, 60))
-		} else {
-			t.Logf("node-uefi-vmedia's console (%s): %s", what, m)
+		for _, m := range machines {
+			if m.Name != hs.name {
+				continue
+			}
+			lines, err := vs.BootEvidence(m, hs.ip)
+			if err != nil {
+				t.Error(err)
+			}
+			for _, l := range lines {
+				t.Logf("%s's console: %s", hs.name, l)
+			}
 		}
 	}
 	dnsmasq := podLog(render.IronicNamespace, "deploy/ironic", "dnsmasq")

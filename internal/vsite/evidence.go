@@ -1,0 +1,65 @@
+package vsite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+
+	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/qemu"
+)
+
+// The console lines each boot path leaves: OVMF's own PXE client loading
+// iPXE (snponly.efi) over TFTP; OVMF booting the CD a BMC mounted; the
+// deploy ramdisk (images/ipa's bootstick-netdata) taking its address from
+// the virtual media's network_data.json.
+var (
+	firmwarePXE   = regexp.MustCompile(`NBP filename is snponly\.efi[^\n]*`)
+	cdBoot        = regexp.MustCompile(`BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`)
+	mediaNetworkf = `bootstick-netdata: network from the virtual media's network_data\.json: %s\b[^\n]*`
+)
+
+// BootEvidence reads what the machine's serial console shows of its
+// shape's boot: a UEFI machine that boots from the network, its firmware's
+// own PXE client loading snponly.efi (its NICs have no option ROM); a
+// machine its BMC boots by virtual media, OVMF booting the CD and the
+// deploy ramdisk taking ip from the CD's network data. It returns the
+// lines it found, or an error naming what the console lacks, with its
+// tail. A BIOS machine on the network (the NIC's own iPXE) shows nothing
+// of its own.
+func (s *Site) BootEvidence(m Machine, ip string) ([]string, error) {
+	data, err := os.ReadFile(s.SerialLog(m.Name))
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	return bootEvidence(m, ip, qemu.ConsoleText(data))
+}
+
+func bootEvidence(m Machine, ip, console string) ([]string, error) {
+	type want struct {
+		what string
+		re   *regexp.Regexp
+	}
+	var wants []want
+	switch {
+	case m.BMC == BMCRedfishVirtualMedia:
+		wants = []want{{"OVMF booting the CD", cdBoot},
+			{"the deploy ramdisk taking its address from the CD's network_data.json", regexp.MustCompile(fmt.Sprintf(mediaNetworkf, regexp.QuoteMeta(ip)))}}
+	case m.Firmware == FirmwareUEFI:
+		wants = []want{{"the firmware's own PXE client loading snponly.efi", firmwarePXE}}
+	}
+	var found []string
+	var errs []error
+	for _, w := range wants {
+		if l := w.re.FindString(console); l != "" {
+			found = append(found, l)
+		} else {
+			errs = append(errs, fmt.Errorf("%s's console shows no sign of %s", m.Name, w.what))
+		}
+	}
+	if len(errs) > 0 {
+		return found, fmt.Errorf("%w; its console ends:\n%s", errors.Join(errs...), command.Tail(console, 60))
+	}
+	return found, nil
+}
