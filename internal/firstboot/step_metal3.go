@@ -107,7 +107,7 @@ func metal3Step(n *node) pipeline.Step {
 				return fmt.Errorf("site %s: bootstrap.bmcCAFile %s: %w", n.sitePath, early.Bootstrap.BMCCAFile, err)
 			}
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
-				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS})
+				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
 			}

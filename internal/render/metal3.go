@@ -96,6 +96,9 @@ type Metal3Inputs struct {
 	// NTP server DHCP names is this machine (firstboot's clock step), which
 	// follows the site's.
 	DNS []string
+	// ProvisioningLimit is how many hosts BMO has Ironic work on at once
+	// (bootstrap.provisioningLimit; BMO's own default when 0).
+	ProvisioningLimit int
 }
 
 // Metal3 renders the objects Ironic and BMO read their settings from: the
@@ -135,13 +138,17 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 	if ip.Is4() {
 		ironicEnv["DHCP_NTP"] = ip.String()
 	}
+	bmoEnv := map[string]string{
+		"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),
+		"DEPLOY_KERNEL_URL":   http + "/images/" + DeployRamdisk + ".kernel",
+		"DEPLOY_RAMDISK_URL":  http + "/images/" + DeployRamdisk + ".initramfs",
+		"DEPLOY_ARCHITECTURE": "x86_64",
+	}
+	if in.ProvisioningLimit > 0 {
+		bmoEnv["PROVISIONING_LIMIT"] = fmt.Sprint(in.ProvisioningLimit)
+	}
 	return []Object{
-		cm(BMONamespace, BMOConfig, map[string]string{
-			"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),
-			"DEPLOY_KERNEL_URL":   http + "/images/" + DeployRamdisk + ".kernel",
-			"DEPLOY_RAMDISK_URL":  http + "/images/" + DeployRamdisk + ".initramfs",
-			"DEPLOY_ARCHITECTURE": "x86_64",
-		}),
+		cm(BMONamespace, BMOConfig, bmoEnv),
 		cm(IronicNamespace, IronicConfig, ironicEnv),
 		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
 		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),

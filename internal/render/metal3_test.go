@@ -57,3 +57,23 @@ func TestMetal3DHCPServers(t *testing.T) {
 		})
 	}
 }
+
+// TestMetal3ProvisioningLimit: the site's provisioningLimit reaches BMO as
+// PROVISIONING_LIMIT; without it BMO keeps its own default.
+func TestMetal3ProvisioningLimit(t *testing.T) {
+	for limit, want := range map[int]string{0: "", 2: "2"} {
+		in := Metal3Inputs{ProvisioningLimit: limit, Auth: IronicAuth{Username: "u", Password: "p"},
+			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24", DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
+		objs, err := Metal3(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == BMOConfig && cm.Namespace == BMONamespace {
+				if got, ok := cm.Data["PROVISIONING_LIMIT"]; got != want || ok != (want != "") {
+					t.Errorf("provisioningLimit %d: PROVISIONING_LIMIT %q (set %v), want %q", limit, got, ok, want)
+				}
+			}
+		}
+	}
+}

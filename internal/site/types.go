@@ -40,6 +40,12 @@ type Bootstrap struct {
 	// the BMCs' own self-signed certificates). Ironic trusts them beside
 	// the system's roots; the stick carries the file.
 	BMCCAFile string `yaml:"bmcCAFile,omitempty"`
+	// ProvisioningLimit is how many hosts Ironic inspects, deploys or
+	// cleans at once (the baremetal-operator's PROVISIONING_LIMIT; 20 when
+	// unset). A small bootstrap machine, or a slow provisioning network,
+	// serves fewer at a time: the others wait in their state until one is
+	// done.
+	ProvisioningLimit int `yaml:"provisioningLimit,omitempty"`
 	// PodCIDR and ServiceCIDR are the bootstrap machine's own cluster's
 	// ranges (10.244.0.0/16 and 10.96.0.0/12 by default).
 	PodCIDR     string `yaml:"podCIDR,omitempty"`

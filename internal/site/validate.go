@@ -154,8 +154,15 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("dns").Index(i), n, "not an IP address"))
 		}
 	}
+	if l := b.ProvisioningLimit; l < 0 || l > MaxProvisioningLimit {
+		errs = append(errs, field.Invalid(p.Child("provisioningLimit"), l, fmt.Sprintf("give 1 to %d hosts at once, or leave it out for 20", MaxProvisioningLimit)))
+	}
 	return errs
 }
+
+// MaxProvisioningLimit bounds bootstrap.provisioningLimit: more hosts at
+// once than one bootstrap machine serves.
+const MaxProvisioningLimit = 100
 
 func validateIface(p *field.Path, name string) field.ErrorList {
 	if name == "" {
