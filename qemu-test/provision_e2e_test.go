@@ -32,8 +32,6 @@ const (
 	jbBMC     = "172.22.0.2"
 	jbBudget  = 150 * time.Minute
 	jbCluster = "e2e-provision"
-	// jbParallel is how many hosts the appliance provisions at once.
-	jbParallel = 2
 )
 
 // The hosts of journey B: one of each shape Journey A provisions in host
@@ -101,11 +99,6 @@ func TestProvisionFromStick(t *testing.T) {
 				"provisioning": m{"interface": qemu.ProvisioningNICName, "address": "172.22.0.1/24"},
 				"external":     m{"interface": qemu.NICName, "address": fmt.Sprintf("%s/%d", qemu.GuestAddress, qemu.GuestPrefix), "gateway": qemu.GuestGateway},
 				"dataDisk":     "/dev/vda",
-				// Two hosts at a time: the appliance runs under TCG on
-				// the two cores its hosts share. With all four at once its
-				// load passed 16, Ironic killed ipmitool calls that took
-				// over a minute, and failed their inspections.
-				"provisioningLimit": jbParallel,
 			},
 			DHCPStart: netip.MustParseAddr("172.22.0.10"), DHCPEnd: netip.MustParseAddr("172.22.0.40"),
 			SSHAuthorizedKeys: []string{key},

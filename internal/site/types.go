@@ -44,7 +44,9 @@ type Bootstrap struct {
 	// cleans at once (the baremetal-operator's PROVISIONING_LIMIT; 20 when
 	// unset). A small bootstrap machine, or a slow provisioning network,
 	// serves fewer at a time: the others wait in their state until one is
-	// done.
+	// done. BMO does not count hosts booted by virtual media, and checks
+	// the limit per host as it reconciles, so hosts that start together
+	// may pass it together.
 	ProvisioningLimit int `yaml:"provisioningLimit,omitempty"`
 	// PodCIDR and ServiceCIDR are the bootstrap machine's own cluster's
 	// ranges (10.244.0.0/16 and 10.96.0.0/12 by default).
