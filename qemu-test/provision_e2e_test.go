@@ -204,8 +204,8 @@ func TestProvisionFromStick(t *testing.T) {
 			}
 			select {
 			case <-ctx.Done():
-				serial, _ := os.ReadFile(vs.SerialLog(name))
-				t.Fatalf("journey B: no SSH to %s (%v); its console:\n%s", name, err, command.Tail(string(serial), 30))
+				console, _ := vs.Console(name)
+				t.Fatalf("journey B: no SSH to %s (%v); its console:\n%s", name, err, command.Tail(console, 30))
 			case <-tick.C:
 			}
 		}
@@ -227,7 +227,11 @@ func TestProvisionFromStick(t *testing.T) {
 	// loading snponly.efi, and the virtual-media host's CD and network
 	// data.
 	for _, h := range jbHosts {
-		lines, err := vs.BootEvidence(h.machine, h.ip)
+		console, err := vs.Console(h.machine.Name)
+		if err != nil {
+			t.Fatalf("journey B: %v", err)
+		}
+		lines, err := vsite.BootEvidence(h.machine, h.ip, console)
 		if err != nil {
 			t.Errorf("journey B: %v", err)
 		}
@@ -268,7 +272,7 @@ func jbDiagnose(ctx context.Context, t *testing.T, a *Machine, vs *vsite.Site, h
 		if hs := hosts[h.machine.Name]; hs.State == "provisioned" && hs.Error == "" {
 			continue
 		}
-		serial, err := os.ReadFile(vs.SerialLog(h.machine.Name))
-		t.Logf("journey B: %s's console (%v):\n%s", h.machine.Name, err, command.Tail(qemu.ConsoleText(serial), 80))
+		console, err := vs.Console(h.machine.Name)
+		t.Logf("journey B: %s's console (%v):\n%s", h.machine.Name, err, command.Tail(console, 80))
 	}
 }

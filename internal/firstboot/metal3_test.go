@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +27,6 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
-	"github.com/bootstick/bootstick/internal/qemu"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/status"
@@ -246,11 +246,11 @@ func TestHostProvision(t *testing.T) {
 	// Each host's serial console, as text.
 	consoles := map[string]string{}
 	for _, hs := range good {
-		data, err := os.ReadFile(vs.SerialLog(hs.name))
+		console, err := vs.Console(hs.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		consoles[hs.name] = qemu.ConsoleText(data)
+		consoles[hs.name] = console
 	}
 	// Each shape's boot on its serial console: the UEFI hosts' firmware's
 	// own PXE client (the NICs' option ROMs are off) loading snponly.efi;
@@ -258,17 +258,13 @@ func TestHostProvision(t *testing.T) {
 	// deploy ramdisk taking its address from the CD's network data. DHCP
 	// never heard from it.
 	for _, hs := range good {
-		for _, m := range machines {
-			if m.Name != hs.name {
-				continue
-			}
-			lines, err := vs.BootEvidence(m, hs.ip)
-			if err != nil {
-				t.Error(err)
-			}
-			for _, l := range lines {
-				t.Logf("%s's console: %s", hs.name, l)
-			}
+		m := machines[slices.IndexFunc(machines, func(m vsite.Machine) bool { return m.Name == hs.name })]
+		lines, err := vsite.BootEvidence(m, hs.ip, consoles[hs.name])
+		if err != nil {
+			t.Error(err)
+		}
+		for _, l := range lines {
+			t.Logf("%s's console: %s", hs.name, l)
 		}
 	}
 	dnsmasq := podLog(render.IronicNamespace, "deploy/ironic", "dnsmasq")

@@ -112,13 +112,12 @@ const clockUpstreamWait = time.Minute
 // clockUpstreamWait for that (chronyd steps the clock then), and warns
 // when the site's servers never answer.
 func clockSource(ctx context.Context, cfg siteclock.Config) (siteclock.Answer, error) {
-	addr := netip.AddrPortFrom(cfg.Listen, 123)
-	a, err := siteclock.Query(ctx, addr)
+	a, err := siteclock.Query(ctx, cfg.Addr())
 	if err != nil || !cfg.SetClock || len(cfg.Servers) == 0 {
 		return a, err
 	}
 	err = waitUntil(ctx, clockUpstreamWait, "the site's NTP servers", func(ctx context.Context) bool {
-		a, err = siteclock.Query(ctx, addr)
+		a, err = siteclock.Query(ctx, cfg.Addr())
 		return err == nil && a.Stratum < 10
 	})
 	if ctx.Err() != nil {
@@ -152,6 +151,6 @@ func clockServes(ctx context.Context, n *node, cfg siteclock.Config) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	a, err := siteclock.Query(ctx, netip.AddrPortFrom(cfg.Listen, 123))
+	a, err := siteclock.Query(ctx, cfg.Addr())
 	return err == nil && a.Synchronized
 }

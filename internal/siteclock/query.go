@@ -1,6 +1,7 @@
 package siteclock
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -104,18 +105,11 @@ func parse(b, origin []byte, t1, t4 time.Time) (Answer, error) {
 	}
 	a := Answer{Stratum: stratum, Synchronized: leap != 3, Time: ntpTime(b[40:])}
 	if stratum == 1 {
-		a.RefID = string(trimNUL(b[12:16]))
+		a.RefID = string(bytes.TrimRight(b[12:16], "\x00"))
 	} else {
 		a.RefID = netip.AddrFrom4([4]byte(b[12:16])).String()
 	}
 	t2, t3 := ntpTime(b[32:]), a.Time
 	a.Offset = (t2.Sub(t1) + t3.Sub(t4)) / 2
 	return a, nil
-}
-
-func trimNUL(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return b
 }

@@ -36,6 +36,12 @@ type Config struct {
 	SetClock bool
 }
 
+// Port is NTP's.
+const Port = 123
+
+// Addr is where chronyd answers: Listen, NTP's port.
+func (c Config) Addr() netip.AddrPort { return netip.AddrPortFrom(c.Listen, Port) }
+
 // Check reports what chronyd could not be told.
 func (c Config) Check() error {
 	switch {

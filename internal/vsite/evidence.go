@@ -20,7 +20,17 @@ var (
 	mediaNetworkf = `bootstick-netdata: network from the virtual media's network_data\.json: %s\b[^\n]*`
 )
 
-// BootEvidence reads what the machine's serial console shows of its
+// Console is the machine's serial console as text, its terminal escapes
+// left out.
+func (s *Site) Console(name string) (string, error) {
+	data, err := os.ReadFile(s.SerialLog(name))
+	if err != nil {
+		return "", fmt.Errorf("machine %s: %w", name, err)
+	}
+	return qemu.ConsoleText(data), nil
+}
+
+// BootEvidence reads what a machine's console (Site.Console) shows of its
 // shape's boot: a UEFI machine that boots from the network, its firmware's
 // own PXE client loading snponly.efi (its NICs have no option ROM); a
 // machine its BMC boots by virtual media, OVMF booting the CD and the
@@ -28,15 +38,7 @@ var (
 // lines it found, or an error naming what the console lacks, with its
 // tail. A BIOS machine on the network (the NIC's own iPXE) shows nothing
 // of its own.
-func (s *Site) BootEvidence(m Machine, ip string) ([]string, error) {
-	data, err := os.ReadFile(s.SerialLog(m.Name))
-	if err != nil {
-		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
-	}
-	return bootEvidence(m, ip, qemu.ConsoleText(data))
-}
-
-func bootEvidence(m Machine, ip, console string) ([]string, error) {
+func BootEvidence(m Machine, ip, console string) ([]string, error) {
 	type want struct {
 		what string
 		re   *regexp.Regexp

@@ -31,7 +31,7 @@ func TestBootEvidence(t *testing.T) {
 		{"virtual media without the CD", vmedia, netCfg, 1, []string{"v's console shows no sign of OVMF booting the CD"}},
 		{"BIOS", bios, "iPXE\n", 0, nil},
 	} {
-		found, err := bootEvidence(c.m, "172.22.0.53", c.console)
+		found, err := BootEvidence(c.m, "172.22.0.53", c.console)
 		if len(found) != c.found {
 			t.Errorf("%s: found %q, want %d lines", c.name, found, c.found)
 		}
