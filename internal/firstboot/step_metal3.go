@@ -46,9 +46,10 @@ const LabelNeedsSite = "bootstick.dev/needs-site"
 // applied their Deployments without waiting): the provisioning network of
 // the site (ConfigMaps), the credentials BMO talks to Ironic with (Secrets,
 // made on the first boot and kept after), the stick's OS images and the
-// DHCP leases' folder on the data disk at fixed paths. Then it waits until Ironic's API answers (its readiness
-// probe) and BMO runs. Without a site there is nothing to provision: the
-// manifests step left Ironic and BMO out.
+// DHCP leases' folder on the data disk at fixed paths. Then it waits until
+// Ironic's API answers (its readiness probe) and BMO runs. Without a site
+// there is nothing to provision: the manifests step left Ironic and BMO
+// out.
 func metal3Step(n *node) pipeline.Step {
 	return pipeline.Step{
 		Name: "metal3",
