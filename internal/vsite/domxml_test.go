@@ -257,3 +257,29 @@ func TestDomainXMLClock(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainXMLPOST: a machine with a POST holds in its firmware's boot
+// menu that long (SeaBIOS and OVMF both honour it), one without boots at
+// once.
+func TestDomainXMLPOST(t *testing.T) {
+	for _, fw := range []string{FirmwareBIOS, FirmwareUEFI} {
+		for _, c := range []struct {
+			post             time.Duration
+			enable, deadline string
+		}{
+			{0, "", ""},
+			{time.Minute, "yes", "60000"},
+		} {
+			menu := render(t, Machine{Name: "p", MAC: "52:54:00:00:00:04", MemoryMiB: 256, CPUs: 1, Firmware: fw, POST: c.post}).child("os").child("bootmenu")
+			if c.enable == "" {
+				if menu != nil {
+					t.Errorf("%s, no POST: a boot menu %+v", fw, menu)
+				}
+				continue
+			}
+			if menu == nil || menu.attr("enable") != c.enable || menu.attr("timeout") != c.deadline {
+				t.Errorf("%s, POST %v: boot menu %+v, want enable %q timeout %q", fw, c.post, menu, c.enable, c.deadline)
+			}
+		}
+	}
+}

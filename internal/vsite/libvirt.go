@@ -99,9 +99,9 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
   <vcpu>{{.CPUs}}</vcpu>
   {{- if .UEFI}}
-  <os><type arch='x86_64' machine='q35'>hvm</type><loader readonly='yes' type='pflash'>{{x .Loader}}</loader><nvram>{{x .NVRAM}}</nvram></os>
+  <os><type arch='x86_64' machine='q35'>hvm</type><loader readonly='yes' type='pflash'>{{x .Loader}}</loader><nvram>{{x .NVRAM}}</nvram>{{template "post" .}}</os>
   {{- else}}
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/></os>
+  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/>{{template "post" .}}</os>
   {{- end}}
   <features><acpi/><apic/></features>
   {{- if .ClockSeconds}}
@@ -125,7 +125,7 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
     <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
   </devices>
 </domain>
-`))
+{{- define "post"}}{{if .POSTMillis}}<bootmenu enable='yes' timeout='{{.POSTMillis}}'/>{{end}}{{end}}`))
 
 func xmlText(s string) (string, error) {
 	var b bytes.Buffer
@@ -165,24 +165,25 @@ func (s *Site) define(ctx context.Context, m Machine) error {
 	return nil
 }
 
-// machineNice is the machines' niceness. A real server has CPUs of its
-// own; here the machines share this machine's with what they test (the
-// bootstrap machine, Ironic, the baremetal-operator, vbmcd). Under load,
-// a machine that boots at full speed while Ironic waits for CPU to move
-// it to its next state races Ironic, which a real site never sees.
-const machineNice = 5
+// defaultMachineNice is the machines' niceness when Options names none.
+// A real server has CPUs of its own; here the machines share this
+// machine's with what they test (the bootstrap machine, Ironic, the
+// baremetal-operator, vbmcd). Under load, a machine that boots at full
+// speed while Ironic waits for CPU to move it to its next state races
+// Ironic, which a real site never sees.
+const defaultMachineNice = 5
 
 // emulator is the machines' QEMU: a script in Dir that runs Debian's at
-// machineNice (libvirt runs it for its capabilities too).
+// Options.MachineNice (libvirt runs it for its capabilities too).
 func (s *Site) emulator() (string, error) {
 	qemu, err := lookPath("qemu-system-x86_64")
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(s.absDir(), "qemu-system-x86_64")
-	script := fmt.Sprintf("#!/bin/sh\nexec nice -n %d %s \"$@\"\n", machineNice, shellQuote(qemu))
+	script := fmt.Sprintf("#!/bin/sh\nexec nice -n %d %s \"$@\"\n", s.opts.MachineNice, shellQuote(qemu))
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
-		return "", fmt.Errorf("QEMU at niceness %d: %w", machineNice, err)
+		return "", fmt.Errorf("QEMU at niceness %d: %w", s.opts.MachineNice, err)
 	}
 	return path, nil
 }
@@ -194,13 +195,15 @@ type domainVars struct {
 	UEFI                           bool
 	Loader, NVRAM                  string // UEFI only
 	ClockSeconds                   int64  // ClockAhead
+	POSTMillis                     int64  // POST: the boot menu's wait
 	CDTarget, CDBus                string // hdc on IDE (pc), sdb on SATA (q35)
 }
 
 // domainVarsOf is what domainXML needs for m, its files in Dir.
 func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
 	x := domainVars{Machine: m, Emulator: emulator, Disk: s.disk(m.Name), Bridge: bridge, Serial: s.SerialLog(m.Name),
-		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second)}
+		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second),
+		POSTMillis: m.POST.Milliseconds()}
 	if x.UEFI {
 		x.Loader, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
 	}

@@ -50,6 +50,12 @@ type Options struct {
 	HostAddr netip.Addr
 	BMCAddr  netip.Addr
 	Machines []Machine
+	// MachineNice is the niceness of the machines' QEMU, 1 to 19; 5 when
+	// zero. A real server has CPUs of its own; here the machines share
+	// this machine's with what they test. A site whose bootstrap machine
+	// is itself a TCG guest gives it the CPU first with 19, so hosts that
+	// boot together never starve the Ironic that drives them.
+	MachineNice int
 }
 
 // Machine is one virtual bare-metal server.
@@ -87,7 +93,17 @@ type Machine struct {
 	// (behind when negative), whole seconds, as a server's after a flat
 	// CMOS battery or a wrong setting in its firmware.
 	ClockAhead time.Duration
+	// POST is how long the firmware waits before it boots, whole seconds
+	// up to MaxPOST, as a real server spends minutes in its power-on self
+	// test before its NIC asks for PXE. Ironic moves a host to its next
+	// state after powering it on; a machine that boots at once can reach
+	// Ironic before it does.
+	POST time.Duration
 }
+
+// MaxPOST is the longest POST libvirt can hold a machine in: its boot
+// menu's timeout, 65535 ms.
+const MaxPOST = 65 * time.Second
 
 // Machine.Firmware values.
 const (
@@ -179,6 +195,12 @@ func (o *Options) check() error {
 	if o.Dir == "" || o.Netns == "" || o.HostIface == "" {
 		return errors.New("virtual site: Dir, Netns and HostIface are required")
 	}
+	if o.MachineNice == 0 {
+		o.MachineNice = defaultMachineNice
+	}
+	if o.MachineNice < 1 || o.MachineNice > 19 {
+		return fmt.Errorf("virtual site: machine niceness %d is not 1 to 19", o.MachineNice)
+	}
 	// Defaults go into a copy: the caller's machines stay as given.
 	o.Machines = slices.Clone(o.Machines)
 	names, macs, ports := map[string]bool{}, map[string]bool{}, map[netip.AddrPort]bool{}
@@ -240,6 +262,8 @@ func (m *Machine) check(macs map[string]bool) error {
 		return errors.New("only a Redfish BMC can be broken")
 	case m.redfish() && strings.Contains(m.BMCUser, ":"):
 		return errors.New("a Redfish BMC's user name cannot hold a colon (HTTP basic auth)")
+	case m.POST < 0 || m.POST > MaxPOST || m.POST%time.Second != 0:
+		return fmt.Errorf("POST %v is not whole seconds from 0 to %v", m.POST, MaxPOST)
 	}
 	if m.Firmware == FirmwareUEFI {
 		for _, f := range []string{ovmfCode, ovmfVars} {

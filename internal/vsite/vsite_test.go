@@ -29,7 +29,7 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 	s := startTestSite(t, ctx, Options{
 		Dir: t.TempDir(), Netns: "bootstick-test-vsite-bmc", HostIface: "bsvs0",
 		Network: netip.MustParsePrefix("172.23.0.0/24"), HostAddr: netip.MustParseAddr("172.23.0.1"), BMCAddr: netip.MustParseAddr("172.23.0.2"),
-		Machines: []Machine{m},
+		Machines: []Machine{m}, MachineNice: 19,
 	})
 	if got := s.BMCAddress(m); got != "ipmi://172.23.0.2:6240" {
 		t.Errorf("BMC address %s", got)
@@ -76,9 +76,10 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 			t.Errorf("power status: %s", out)
 		}
 		if c.args[1] == "status" {
-			// The machine's QEMU runs below what it tests.
-			if nice, err := s.machineNice(m.Name); err != nil || nice != machineNice {
-				t.Errorf("the running machine's niceness is %d (%v), want %d", nice, err, machineNice)
+			// The machine's QEMU runs below what it tests, at the
+			// site's niceness.
+			if nice, err := s.machineNice(m.Name); err != nil || nice != 19 {
+				t.Errorf("the running machine's niceness is %d (%v), want 19", nice, err)
 			}
 		}
 	}
@@ -172,6 +173,40 @@ func TestOptionsBMCAddresses(t *testing.T) {
 			if got := fmt.Sprint((&Site{opts: o}).bmcAddrs()); got != c.addrs {
 				t.Errorf("%s: the bridge's BMC addresses are %s, want %s", c.name, got, c.addrs)
 			}
+		}
+	}
+}
+
+// TestOptionsPOSTAndNice: a machine's POST is whole seconds within what
+// libvirt's boot menu can hold; the machines' niceness is 1 to 19, 5 when
+// the site names none.
+func TestOptionsPOSTAndNice(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		post time.Duration
+		nice int
+		want string // "" is no error
+	}{
+		{"none", 0, 0, ""},
+		{"a minute", time.Minute, 19, ""},
+		{"the longest", MaxPOST, 1, ""},
+		{"too long", MaxPOST + time.Second, 0, "POST 1m6s is not whole seconds from 0 to 1m5s"},
+		{"negative", -time.Second, 0, "POST -1s"},
+		{"a fraction", 1500 * time.Millisecond, 0, "POST 1.5s"},
+		{"nice too high", 0, 20, "machine niceness 20 is not 1 to 19"},
+		{"nice negative", 0, -1, "machine niceness -1"},
+	} {
+		o := Options{Dir: t.TempDir(), Netns: "n", HostIface: "i", Network: netip.MustParsePrefix("172.23.0.0/24"),
+			HostAddr: netip.MustParseAddr("172.23.0.1"), BMCAddr: netip.MustParseAddr("172.23.0.2"), MachineNice: c.nice,
+			Machines: []Machine{{Name: "a", MAC: "52:54:00:00:00:0a", BMCPort: 623, POST: c.post}}}
+		err := o.check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		case c.want == "" && (c.nice == 0 && o.MachineNice != 5 || c.nice != 0 && o.MachineNice != c.nice):
+			t.Errorf("%s: niceness %d", c.name, o.MachineNice)
 		}
 	}
 }
