@@ -107,8 +107,16 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return fmt.Errorf("site %s: bootstrap.bmcCAFile %s: %w", n.sitePath, early.Bootstrap.BMCCAFile, err)
 			}
+			// The clock step ran before: in host mode it may have left the
+			// site without a clock (no chronyd), and the hosts are then
+			// told of none.
+			clock, _, err := clockConfig(n)
+			if err != nil {
+				return err
+			}
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
-				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit})
+				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
+				SiteClock: clockServes(ctx, n, clock)})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
 			}

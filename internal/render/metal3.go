@@ -81,6 +81,11 @@ func ProvisioningIP(p site.ProvisioningNetwork) (netip.Addr, error) {
 	return pfx.Addr(), nil
 }
 
+// ramdiskKernelParams are the deploy ramdisk's kernel arguments besides
+// the ones Ironic adds: its console on the serial port, as a server's
+// serial-over-LAN shows it.
+const ramdiskKernelParams = "console=ttyS0,115200n8"
+
 // Metal3Inputs are what Ironic and BMO are configured from.
 type Metal3Inputs struct {
 	Provisioning site.ProvisioningNetwork
@@ -92,10 +97,16 @@ type Metal3Inputs struct {
 	// their own network data: DHCP never answers them.
 	NoDHCP []string
 	// DNS are the site's DNS servers (bootstrap.dns), which DHCP hands the
-	// hosts (IPv4 addresses only). Without them dnsmasq names none. The
-	// NTP server DHCP names is this machine (firstboot's clock step), which
-	// follows the site's.
+	// hosts (IPv4 addresses only). Without them dnsmasq names none.
 	DNS []string
+	// SiteClock says this machine serves NTP on its provisioning address
+	// (firstboot's clock step), following the site's servers. DHCP then
+	// names it as the hosts' NTP server, and the deploy ramdisk sets its
+	// clock from it before it makes its TLS certificate: a server whose
+	// hardware clock runs hours ahead would otherwise give Ironic a
+	// certificate that is not yet valid. Without it the hosts keep their
+	// own clocks.
+	SiteClock bool
 	// ProvisioningLimit is how many hosts BMO has Ironic work on at once
 	// (bootstrap.provisioningLimit; BMO's own default when 0).
 	ProvisioningLimit int
@@ -127,7 +138,7 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		"DHCP_RANGE":             p.DHCPRange.Start + "," + p.DHCPRange.End,
 		"HTTP_PORT":              fmt.Sprint(ImagePort),
 		"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
-		"IRONIC_KERNEL_PARAMS":   "console=ttyS0,115200n8",
+		"IRONIC_KERNEL_PARAMS":   ramdiskKernelParams,
 		"DHCP_IGNORE_MACS":       strings.Join(in.NoDHCP, ","),
 	}
 	// The site has no gateway on the provisioning network: DHCP_ROUTER is
@@ -135,8 +146,11 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 	if dns := dhcpAddrs(in.DNS); dns != "" {
 		ironicEnv["DHCP_DNS"] = dns
 	}
-	if ip.Is4() {
-		ironicEnv["DHCP_NTP"] = ip.String()
+	if in.SiteClock {
+		ironicEnv["IRONIC_KERNEL_PARAMS"] += " ipa-ntp-server=" + ip.String()
+		if ip.Is4() {
+			ironicEnv["DHCP_NTP"] = ip.String()
+		}
 	}
 	bmoEnv := map[string]string{
 		"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),

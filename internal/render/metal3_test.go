@@ -30,20 +30,31 @@ func ironicEnv(t *testing.T, in Metal3Inputs) map[string]string {
 // TestMetal3DHCPServers: the site's DNS servers reach dnsmasq as DHCP_DNS,
 // IPv4 addresses only (a DHCPv4 option carries no name and no IPv6
 // address); without any, it is not set and run-dnsmasq names none. The
-// NTP server is always this machine, the site's clock. DHCP_ROUTER is
-// never set: the site has no gateway on the provisioning network.
+// NTP server DHCP names, and the one the deploy ramdisk sets its clock
+// from, is this machine when it serves the site's clock, and none when it
+// does not. DHCP_ROUTER is never set: the site has no gateway on the
+// provisioning network.
 func TestMetal3DHCPServers(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		dns  []string
-		want map[string]string
+		name  string
+		dns   []string
+		clock bool
+		want  map[string]string
 	}{
-		{"none", nil, map[string]string{"DHCP_NTP": "172.22.0.1"}},
-		{"two", []string{"10.10.0.1", "10.10.0.2"}, map[string]string{"DHCP_DNS": "10.10.0.1,10.10.0.2", "DHCP_NTP": "172.22.0.1"}},
-		{"names and IPv6 left out", []string{"2001:db8::53", "10.10.0.1"}, map[string]string{"DHCP_DNS": "10.10.0.1", "DHCP_NTP": "172.22.0.1"}},
+		{"none", nil, true, map[string]string{"DHCP_NTP": "172.22.0.1"}},
+		{"two", []string{"10.10.0.1", "10.10.0.2"}, true, map[string]string{"DHCP_DNS": "10.10.0.1,10.10.0.2", "DHCP_NTP": "172.22.0.1"}},
+		{"names and IPv6 left out", []string{"2001:db8::53", "10.10.0.1"}, true, map[string]string{"DHCP_DNS": "10.10.0.1", "DHCP_NTP": "172.22.0.1"}},
+		{"no site clock", []string{"10.10.0.1"}, false, map[string]string{"DHCP_DNS": "10.10.0.1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := ironicEnv(t, Metal3Inputs{DNS: c.dns})
+			env := ironicEnv(t, Metal3Inputs{DNS: c.dns, SiteClock: c.clock})
+			params := "console=ttyS0,115200n8"
+			if c.clock {
+				params += " ipa-ntp-server=172.22.0.1"
+			}
+			if env["IRONIC_KERNEL_PARAMS"] != params {
+				t.Errorf("the ramdisk's kernel arguments are %q, want %q", env["IRONIC_KERNEL_PARAMS"], params)
+			}
 			for _, k := range []string{"DHCP_DNS", "DHCP_NTP", "DHCP_ROUTER"} {
 				got, ok := env[k]
 				want, wok := c.want[k]
