@@ -19,6 +19,10 @@ type Spec struct {
 	// Variant is mmdebstrap's variant; "essential" when empty (dpkg and
 	// what the packages need, no apt).
 	Variant string `yaml:"variant,omitempty" json:"variant,omitempty"`
+	// Components are the archive's components the packages come from;
+	// main only when empty (non-free-firmware holds the firmware of
+	// servers' NICs).
+	Components []string `yaml:"components,omitempty" json:"components,omitempty"`
 	// Packages are installed with their dependencies.
 	Packages []string `yaml:"packages" json:"packages"`
 	// Pins are upstream versions (no epoch, no Debian revision) the build
@@ -92,6 +96,9 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		args = append(args, "--dpkgopt=path-exclude="+p)
 	}
 	args = append(args, "--dpkgopt=path-include=/usr/share/locale/locale.alias")
+	if len(s.Components) > 0 {
+		args = append(args, "--components="+strings.Join(s.Components, ","))
+	}
 	if err := Mmdebstrap(ctx, Run{Suite: s.Suite, Mirror: o.Mirror, Variant: variant, Include: include,
 		DebCache: o.DebCache, Args: args, Epoch: o.Epoch}, root); err != nil {
 		return nil, err

@@ -24,6 +24,10 @@ type Options struct {
 	// Modules are the folders below lib/modules/VERSION/kernel to keep
 	// (e.g. drivers/net); empty keeps every module.
 	Modules []string
+	// Firmware are the kernel modules whose firmware files (as modinfo
+	// names them) stay under lib/firmware; every other file there goes.
+	// Empty keeps every firmware file.
+	Firmware []string
 	// Level is zstd's level; 10 when zero.
 	Level int
 	// Epoch is every file's time in the archive.
@@ -31,7 +35,7 @@ type Options struct {
 }
 
 // Needs are the programs Pack runs.
-var Needs = []string{"cpio", "zstd", "depmod"}
+var Needs = []string{"cpio", "zstd", "depmod", "modinfo"}
 
 // Pack moves the newest kernel out of root/boot, trims the kernel modules,
 // and writes root as a newc cpio archive compressed with zstd. root is
@@ -74,7 +78,82 @@ func Pack(ctx context.Context, root string, o Options) error {
 			return err
 		}
 	}
+	if len(o.Firmware) > 0 {
+		want := map[string][]string{}
+		for _, m := range o.Firmware {
+			out, err := command.Run(ctx, command.Options{}, "modinfo", "-b", root, "-k", version, "-F", "firmware", m)
+			if err != nil {
+				return fmt.Errorf("ramdisk: the firmware of module %s (is it among the kept modules?): %w", m, err)
+			}
+			want[m] = strings.Fields(string(out))
+		}
+		if err := keepFirmware(filepath.Join(root, "usr", "lib", "firmware"), want); err != nil {
+			return err
+		}
+	}
 	return archive(ctx, root, o)
+}
+
+// keepFirmware keeps, in dir (a root's lib/firmware), the files that
+// want names for each module, plain or compressed as the kernel loads
+// them (.xz, .zst), and the files their links lead to; it removes every
+// other file, and the folders left empty. A module none of whose files is
+// there is an error: its package is missing.
+func keepFirmware(dir string, want map[string][]string) error {
+	keep := map[string]bool{}
+	for m, files := range want {
+		found := false
+		for _, f := range files {
+			for _, name := range []string{f, f + ".xz", f + ".zst"} {
+				p := filepath.Join(dir, name)
+				if _, err := os.Stat(p); err != nil {
+					continue
+				}
+				found = true
+				keep[name] = true
+				// A link's target stays too (dir itself may be reached
+				// through the root's /lib link, so both are resolved).
+				if real, err := filepath.EvalSymlinks(p); err == nil {
+					if d, err := filepath.EvalSymlinks(dir); err == nil {
+						if rel, err := filepath.Rel(d, real); err == nil && !strings.HasPrefix(rel, "..") {
+							keep[rel] = true
+						}
+					}
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("ramdisk: none of module %s's firmware files %v is in %s: add the Debian package that holds them", m, files, dir)
+		}
+	}
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.IsDir():
+			if rel != "." {
+				dirs = append(dirs, p)
+			}
+		case !keep[rel]:
+			return os.Remove(p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ramdisk: trimming the firmware: %w", err)
+	}
+	// Deepest first: a folder is empty once its children are gone.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if entries, err := os.ReadDir(dirs[i]); err == nil && len(entries) == 0 {
+			if err := os.Remove(dirs[i]); err != nil {
+				return fmt.Errorf("ramdisk: trimming the firmware: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // trimModules keeps the named module folders of one kernel and rebuilds

@@ -158,6 +158,10 @@ type Artifact struct {
 	// Modules, for a ramdisk, are the kernel module folders (below
 	// lib/modules/VERSION/kernel) it keeps; empty keeps all.
 	Modules []string `yaml:"modules,omitempty"`
+	// Firmware, for a ramdisk, are the kernel modules whose firmware files
+	// (modinfo's) it keeps; every other file under lib/firmware goes.
+	// Empty keeps all.
+	Firmware []string `yaml:"firmware,omitempty"`
 	// SizeMiB, for a disk image, is the disk's size.
 	SizeMiB int `yaml:"sizeMiB,omitempty"`
 }
@@ -399,6 +403,9 @@ func (r *Spec) Validate() field.ErrorList {
 		if len(a.Modules) > 0 && a.Format != FormatRamdisk {
 			errs = append(errs, field.Forbidden(p.Child("modules"), "only a ramdisk keeps a part of the kernel's modules"))
 		}
+		if len(a.Firmware) > 0 && a.Format != FormatRamdisk {
+			errs = append(errs, field.Forbidden(p.Child("firmware"), "only a ramdisk keeps a part of the firmware"))
+		}
 		for _, f := range a.Files() {
 			if files[f] {
 				errs = append(errs, field.Duplicate(p.Child("name"), a.Name))
@@ -449,6 +456,9 @@ func (r *Spec) validateKindNode(ip *field.Path, im Image, bins map[string]string
 	return errs
 }
 
+// debianComponents are the Debian archive's components.
+var debianComponents = []string{"main", "contrib", "non-free", "non-free-firmware"}
+
 func validateDebian(dir string, p *field.Path, d *debroot.Spec) field.ErrorList {
 	var errs field.ErrorList
 	if d.Suite == "" {
@@ -456,6 +466,11 @@ func validateDebian(dir string, p *field.Path, d *debroot.Spec) field.ErrorList 
 	}
 	if len(d.Packages) == 0 {
 		errs = append(errs, field.Required(p.Child("packages"), "name at least one package"))
+	}
+	for i, c := range d.Components {
+		if !slices.Contains(debianComponents, c) {
+			errs = append(errs, field.NotSupported(p.Child("components").Index(i), c, debianComponents))
+		}
 	}
 	for n := range d.Pins {
 		if !slices.Contains(d.Packages, n) {

@@ -168,7 +168,7 @@ func buildArtifact(ctx context.Context, opts Options, a *recipes.Artifact) (reco
 		switch a.Format {
 		case recipes.FormatRamdisk:
 			err = ramdisk.Pack(ctx, root, ramdisk.Options{Kernel: filepath.Join(out, a.Files()[0]),
-				Initramfs: filepath.Join(out, a.Files()[1]), Modules: a.Modules, Epoch: opts.Epoch})
+				Initramfs: filepath.Join(out, a.Files()[1]), Modules: a.Modules, Firmware: a.Firmware, Epoch: opts.Epoch})
 		case recipes.FormatQcow2:
 			err = diskimage.Build(ctx, root, filepath.Join(out, a.Files()[0]), diskimage.Options{SizeMiB: a.SizeMiB, Epoch: opts.Epoch, Work: out})
 		default:

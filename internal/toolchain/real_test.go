@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,4 +301,56 @@ func TestDeployRamdiskHoldsNothingOfTheBuild(t *testing.T) {
 			t.Errorf("the deploy ramdisk holds %s", p)
 		}
 	}
+}
+
+// TestDeployRamdiskNICFirmwareAndClock: the deploy ramdisk carries the
+// firmware of the common server NICs that need it (bnx2, bnx2x, qed, ice:
+// the files its kernel's modules name, nothing else under lib/firmware),
+// and chrony, with which the agent sets its clock from the bootstrap
+// machine (ipa-ntp-server) while chrony's own service stays masked.
+func TestDeployRamdiskNICFirmwareAndClock(t *testing.T) {
+	tc, _ := realToolchain(t)
+	list := exec.Command("sh", "-c", `zstd -dc "$1" | cpio -tv --quiet`, "sh", tc.File("ironic-python-agent.initramfs"))
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("listing the initramfs: %v", err)
+	}
+	have := map[string]string{} // path: the line, which shows a link's target
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 9 {
+			have[strings.TrimPrefix(f[8], "./")] = l
+		}
+	}
+	for _, p := range []string{"usr/sbin/chronyd", "usr/bin/chronyc", "usr/sbin/hwclock"} {
+		if have[p] == "" {
+			t.Errorf("the deploy ramdisk has no %s", p)
+		}
+	}
+	if l := have["etc/systemd/system/chrony.service"]; !strings.HasSuffix(l, "-> /dev/null") {
+		t.Errorf("chrony's service is not masked in the deploy ramdisk: %q", l)
+	}
+	families := map[string]int{}
+	for p := range have {
+		rest, ok := strings.CutPrefix(p, "usr/lib/firmware/")
+		if !ok || !strings.Contains(rest, "/") || strings.HasPrefix(have[p], "d") {
+			continue // not a file below a firmware family's folder
+		}
+		family := strings.SplitN(rest, "/", 2)[0]
+		if family == "intel" && strings.HasPrefix(rest, "intel/ice/") {
+			family = "ice"
+		}
+		families[family]++
+		if !slices.Contains([]string{"bnx2", "bnx2x", "qed", "ice"}, family) {
+			t.Errorf("the deploy ramdisk holds firmware no kept NIC module names: %s", p)
+		}
+	}
+	for _, f := range []string{"bnx2", "bnx2x", "qed", "ice"} {
+		if families[f] == 0 {
+			t.Errorf("the deploy ramdisk holds no %s firmware", f)
+		}
+	}
+	if have["usr/lib/firmware/bnx2x/bnx2x-e2-7.13.1.0.fw"] != "" {
+		t.Errorf("the deploy ramdisk holds bnx2x firmware its kernel never loads")
+	}
+	t.Logf("NIC firmware files in the deploy ramdisk: %v", families)
 }
