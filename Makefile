@@ -73,7 +73,7 @@ bench: deps toolchain iso
 	$(GO) run ./internal/benchtable/cmd/benchtable $(OUT)/bench-rows.jsonl | tee $(OUT)/bench.txt
 
 e2e: deps toolchain
-	$(GOTEST) -tags e2e -v -timeout 150m -run 'TestHostProvisionTwo$$|TestAppClusterTwo$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
+	$(GOTEST) -tags e2e -v -timeout 150m -run 'TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
 	$(GOTEST) -tags e2e -timeout 240m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the
