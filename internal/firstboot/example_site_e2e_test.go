@@ -33,8 +33,9 @@ const (
 
 // TestExampleSiteDHCPTwoNICClock provisions the README's example site,
 // examples/site.yaml, exactly as it is but for what only a real site has
-// (make e2e): its BMC addresses become the virtual site's, its images
-// the stick's Debian, and its bootstrap section this machine in host mode
+// (make e2e). As it is, it validates against the stick. Then its BMC
+// addresses become the virtual site's, its URL image's checksum the
+// stick's Debian's, and its bootstrap section this machine in host mode
 // (the provisioning interface and data disk; no external network, NTP or
 // DNS servers, which lie outside the test's namespace). Its hosts are
 // machines of its shape: every MAC, user name and inline password as the
@@ -62,6 +63,10 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 			Firmware: vsite.FirmwareUEFI, ClockAhead: hostClockAhead},
 		{Name: "worker-1", MAC: "52:54:00:00:01:02", BMC: vsite.BMCRedfish, BMCPort: 443, BMCAddr: netip.MustParseAddr("172.22.0.5"),
 			BMCUser: "root", BMCPassword: w1Password, Firmware: vsite.FirmwareUEFI},
+	}
+	// The example as it is names only what this stick carries.
+	if out, err := h.cmd("validate", "--site", "../../examples/site.yaml", "--bundle", iso).CombinedOutput(); err != nil {
+		t.Fatalf("firstboot validate --site examples/site.yaml --bundle %s: %v\n%s", iso, err, out)
 	}
 	vs := startSite(t, ctx, machines)
 	sitePath := exampleSite(t, vs, tc, machines, w1Password)
@@ -248,10 +253,12 @@ func exampleSite(t *testing.T, vs *vsite.Site, tc string, machines []vsite.Machi
 		field(h, "bmc")["address"] = vs.BMCAddress(m)
 		im := field(h, "image")
 		if _, ok := im["url"]; ok {
-			im["url"] = fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort)
+			// The example's URL is the stick's own web server; its
+			// checksum is a placeholder for the image's.
+			if want := fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort); im["url"] != want {
+				t.Fatalf("examples/site.yaml: %s's image URL %v, want %s", m.Name, im["url"], want)
+			}
 			im["checksum"] = sum.Hex()
-		} else {
-			im["bundled"] = "debian-13-compute"
 		}
 	}
 	dir := t.TempDir()

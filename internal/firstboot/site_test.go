@@ -33,7 +33,8 @@ func testBundle(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	lock := &bundle.Lock{APIVersion: config.APIVersion, Kind: bundle.LockKind, Files: []bundle.LockedFile{
-		{Name: "ubuntu-22.04.qcow2", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("not really an image"))}}}
+		{Name: "ubuntu-22.04.qcow2", Dest: "os-images", Source: "url", SHA256: cas.DigestOf([]byte("not really an image"))},
+		{Name: "debian-13-compute.qcow2", Dest: "os-images", Source: "toolchain", SHA256: cas.DigestOf([]byte("nor is this"))}}}
 	// The pod network, as the default stick carries it.
 	lock.Packages.Binaries = []bundle.LockedFile{{Name: "flannel", Dest: "packages", Source: "toolchain", SHA256: cas.DigestOf([]byte("cni"))}}
 	lock.Images = []bundle.LockedImage{{Ref: "docker.io/flannel/flannel:v0.27.4", Source: "toolchain", Digest: cas.DigestOf([]byte("image"))}}
@@ -112,7 +113,7 @@ func TestValidateAndRenderExample(t *testing.T) {
 			t.Errorf("firstboot %v: code %d\nstdout:\n%s\nstderr:\n%s", cmd, code, out, errs)
 		}
 	}
-	if !strings.Contains(out, "url: http://172.22.0.1:6180/images/ubuntu-22.04.qcow2") || !strings.Contains(errs, "no --bundle") {
+	if !strings.Contains(out, "url: http://172.22.0.1:6180/images/debian-13-compute.qcow2") || !strings.Contains(errs, "no --bundle") {
 		t.Errorf("render without --bundle does not render the bundled image by name, or does not say so:\n%s\n%s", out, errs)
 	}
 	// Usage errors exit 2.

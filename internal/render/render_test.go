@@ -19,7 +19,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-var testImages = []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"}}
+var testImages = []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"},
+	{Name: "debian-13-compute", File: "debian-13-compute.qcow2", SHA256: strings.Repeat("d1", 32), Format: "qcow2"}}
 
 func testKey(t testing.TB) *sshkeys.KeyPair {
 	t.Helper()
