@@ -63,6 +63,10 @@ func checkClock(t *testing.T, data, name, ip string) {
 	}
 }
 
+// hostClockAhead is how far ahead of UTC the host's hardware clock starts:
+// a CMOS battery gone flat, a firmware set to local time far east.
+const hostClockAhead = 3 * time.Hour
+
 // TestAppClusterDHCPClock is the application cluster in host mode: firstboot
 // runs from the real stick (an ISO built by mkusb, mounted as the bundle),
 // a virtual host that the site gives no network data (DHCP, as most sites
@@ -82,10 +86,6 @@ func checkClock(t *testing.T, data, name, ip string) {
 // clock from the site's before it makes the certificate Ironic checks,
 // and the OS does before anything else. Last, Ironic
 // restarts: its DHCP leases are on the data disk, and survive it.
-// hostClockAhead is how far ahead of UTC the host's hardware clock starts:
-// a CMOS battery gone flat, a firmware set to local time far east.
-const hostClockAhead = 3 * time.Hour
-
 func TestAppClusterDHCPClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick, provisions a QEMU machine through virtualbmc and installs Kubernetes on it (root, make toolchain)")

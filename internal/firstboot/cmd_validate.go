@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/site"
+	diskfs "github.com/diskfs/go-diskfs"
 )
 
 // siteOut is where validate and render print; tests replace it.
@@ -34,7 +36,7 @@ type siteFlags struct {
 
 func (f *siteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.site, "site", "", "the site file (required)")
-	fs.StringVar(&f.bundle, "bundle", "", "the bundle folder (or mounted ISO's /bundle): checks and resolves bundled OS image names")
+	fs.StringVar(&f.bundle, "bundle", "", "the bundle: a folder, or a stick's ISO file; checks and resolves bundled OS image names")
 	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts encryptedPassword fields")
 }
 
@@ -45,13 +47,13 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 	}
 	var opts site.Options
 	if f.bundle != "" {
-		images, err := bundledImages(f.bundle)
+		lock, err := readBundleLock(f.bundle)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.BundledImages = images
-		if opts.Plugins, err = bundledPlugins(f.bundle); err != nil {
-			return nil, nil, err
+		opts.BundledImages = []site.BundledImage{}
+		if lock != nil {
+			opts.BundledImages, opts.Plugins = lock.BundledImages(), lock.PluginNames()
 		}
 	}
 	if f.ageIdentity != "" {
@@ -93,14 +95,34 @@ func bundledImages(dir string) ([]site.BundledImage, error) {
 	return lock.BundledImages(), nil
 }
 
-// bundledPlugins are the KUD plugins the bundle in dir serves; nil
-// (not checked) for a bundle without a lock.
-func bundledPlugins(dir string) ([]string, error) {
-	lock, err := bundle.ReadLock(filepath.Join(dir, "bundle.lock"))
-	if err != nil || lock == nil {
-		return nil, err
+// readBundleLock is the lock of the bundle b: a folder, or a stick's ISO
+// file, read where it lies (no mount, no root); nil for a bundle without
+// one (its images are then known by name only, its plugins unchecked).
+func readBundleLock(b string) (*bundle.Lock, error) {
+	fi, err := os.Stat(b)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", b, err)
 	}
-	return lock.PluginNames(), nil
+	if fi.IsDir() {
+		return bundle.ReadLock(filepath.Join(b, "bundle.lock"))
+	}
+	d, err := diskfs.Open(b, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: neither a folder nor an ISO file: %w", b, err)
+	}
+	defer d.Close()
+	fsys, err := d.GetFilesystem(0)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: neither a folder nor an ISO file: %w", b, err)
+	}
+	data, err := fs.ReadFile(fsys, "bundle/bundle.lock")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: reading /bundle/bundle.lock: %w", b, err)
+	}
+	return bundle.ParseLock(b+":/bundle/bundle.lock", data)
 }
 
 func init() {

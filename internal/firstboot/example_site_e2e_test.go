@@ -22,8 +22,8 @@ import (
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
-// exampleClusterNet is the example site's cluster network (worker-0's
-// eno2), and exampleClusterAddr this machine's address in it: the BPA
+// exampleClusterAddr is this machine's address on the example site's
+// cluster network (worker-0's eno2, exampleWorker0IP): the BPA
 // logs in to worker-0 there, and master-0, which has one NIC, reaches
 // worker-0 through this machine, its DHCP router.
 const (

@@ -6,12 +6,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/iso"
 
 	"github.com/bootstick/bootstick/internal/render"
 )
@@ -95,6 +97,43 @@ func wantLine(t *testing.T, path string) string {
 	return want
 }
 
+// TestKernelSettingsOnTheStick: every kernel setting firstboot's
+// preflight sets is in the stick's sysctl.d too, with the same value, so
+// a booted stick has it from its first moment and after every reboot.
+func TestKernelSettingsOnTheStick(t *testing.T) {
+	conf, err := os.ReadFile("../../overlay/etc/sysctl.d/90-bootstick.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(conf), "\n")
+	for k, v := range kernelSettings {
+		if want := strings.ReplaceAll(k, "/", ".") + " = " + v; !slices.Contains(lines, want) {
+			t.Errorf("overlay/etc/sysctl.d/90-bootstick.conf has no line %q", want)
+		}
+	}
+}
+
+// TestReadmeShowsTheExample: the README's commented site is
+// examples/site.yaml, byte for byte.
+func TestReadmeShowsTheExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../examples/site.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "(`examples/site.yaml`):\n\n```yaml\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !ok || !closed {
+		t.Fatal("the README shows no examples/site.yaml in a yaml block")
+	}
+	if block != string(example) {
+		t.Errorf("the README's example site differs from examples/site.yaml: copy the file into the README")
+	}
+}
+
 func TestValidateAndRenderExample(t *testing.T) {
 	bundle := testBundle(t)
 	code, out, errs := runCLI(t, "validate", "--site", "../../examples/site.yaml", "--bundle", bundle)
@@ -113,12 +152,53 @@ func TestValidateAndRenderExample(t *testing.T) {
 			t.Errorf("firstboot %v: code %d\nstdout:\n%s\nstderr:\n%s", cmd, code, out, errs)
 		}
 	}
-	if !strings.Contains(out, "url: http://172.22.0.1:6180/images/debian-13-compute.qcow2") || !strings.Contains(errs, "no --bundle") {
+	// Two hosts name the bundled image, one its URL.
+	if strings.Count(out, "url: http://172.22.0.1:6180/images/debian-13-compute.qcow2") != 3 || !strings.Contains(errs, "no --bundle") {
 		t.Errorf("render without --bundle does not render the bundled image by name, or does not say so:\n%s\n%s", out, errs)
 	}
 	// Usage errors exit 2.
 	if code, _, _ := runCLI(t, "render"); code != 2 {
 		t.Fatalf("render without --site: exit code %d, want 2", code)
+	}
+}
+
+// TestValidateBundleISO: validate and render take a stick's ISO file as
+// the bundle, read where it lies (no mount, no root): the example site
+// validates against the lock in its /bundle, a site naming an image the
+// stick does not carry is refused with its field path, and a file that is
+// no ISO is named as such.
+func TestValidateBundleISO(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.Rename(testBundle(t), filepath.Join(tree, "bundle")); err != nil {
+		t.Fatal(err)
+	}
+	isoPath := filepath.Join(t.TempDir(), "stick.iso")
+	if err := iso.Write(context.Background(), iso.Options{Tree: tree, Output: isoPath, Label: "BOOTSTICK"}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "validate", "--site", "../../examples/site.yaml", "--bundle", isoPath)
+	if code != 0 || !strings.Contains(out, "valid: cluster site-a") {
+		t.Errorf("validate --bundle %s: code %d\n%s\n%s", isoPath, code, out, errs)
+	}
+	example, err := os.ReadFile("../../examples/site.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "secrets"), os.DirFS("../../examples/secrets")); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(other, []byte(strings.Replace(string(example), "bundled: debian-13-compute", "bundled: rocky-9", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runCLI(t, "validate", "--site", other, "--bundle", isoPath)
+	if code != 1 || !strings.Contains(errs, "hosts[0].image.bundled") || !strings.Contains(errs, "rocky-9") {
+		t.Errorf("validate of a site naming an image the stick lacks: code %d\n%s", code, errs)
+	}
+	code, _, errs = runCLI(t, "validate", "--site", "../../examples/site.yaml", "--bundle", other)
+	if code == 0 || !strings.Contains(errs, "neither a folder nor an ISO file") {
+		t.Errorf("validate with a YAML file as the bundle: code %d\n%s", code, errs)
 	}
 }
 

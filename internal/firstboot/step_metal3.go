@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,16 +108,13 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return fmt.Errorf("site %s: bootstrap.bmcCAFile %s: %w", n.sitePath, early.Bootstrap.BMCCAFile, err)
 			}
-			// The clock step ran before: in host mode it may have left the
-			// site without a clock (no chronyd), and the hosts are then
-			// told of none.
-			clock, _, err := clockConfig(n)
+			siteClock, err := siteClockServes(ctx, n)
 			if err != nil {
 				return err
 			}
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
 				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
-				SiteClock: clockServes(ctx, n, clock)})
+				SiteClock: siteClock})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
 			}
@@ -208,3 +206,30 @@ func checkProvisioningAddress(p site.ProvisioningNetwork) error {
 	return fmt.Errorf("interface %s does not have bootstrap.provisioning.address %s: Ironic serves the provisioning network from that address (add it: ip addr add %s dev %s)",
 		p.Interface, p.Address, p.Address, p.Interface)
 }
+
+// siteClockServes says whether the hosts take their time from this
+// machine: the clock step ran before, and in host mode it may have left
+// the site without a clock (no chronyd; kind mode has no clock step).
+// When the site's chronyd runs, it is given up to siteClockWait to
+// answer, so one lost query never leaves the hosts on their own clocks.
+func siteClockServes(ctx context.Context, n *node) (bool, error) {
+	cfg, _, err := clockConfig(n)
+	if err != nil {
+		return false, err
+	}
+	if n.opts.mode == "kind" {
+		return false, nil
+	}
+	if active, err := n.services.Active(ctx, clockService); err != nil || !active {
+		logctx.From(ctx).Warn("the site's clock does not run here: the hosts keep their own clocks (DHCP names no NTP server, the deploy ramdisk sets none)")
+		return false, nil
+	}
+	if err := waitUntil(ctx, siteClockWait, "the site's clock at "+cfg.Listen.String(), func(ctx context.Context) bool { return clockServes(ctx, n, cfg) }); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// siteClockWait bounds how long the metal3 step waits for the site's
+// clock to answer.
+const siteClockWait = time.Minute

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,11 +82,13 @@ func Pack(ctx context.Context, root string, o Options) error {
 	if len(o.Firmware) > 0 {
 		want := map[string][]string{}
 		for _, m := range o.Firmware {
-			out, err := command.Run(ctx, command.Options{}, "modinfo", "-b", root, "-k", version, "-F", "firmware", m)
+			out, err := command.Output(ctx, command.Options{}, "modinfo", "-b", root, "-k", version, "-F", "firmware", m)
 			if err != nil {
 				return fmt.Errorf("ramdisk: the firmware of module %s (is it among the kept modules?): %w", m, err)
 			}
-			want[m] = strings.Fields(string(out))
+			if want[m] = strings.Fields(string(out)); len(want[m]) == 0 {
+				return fmt.Errorf("ramdisk: module %s loads no firmware: leave it out of the firmware list", m)
+			}
 		}
 		if err := keepFirmware(filepath.Join(root, "usr", "lib", "firmware"), want); err != nil {
 			return err
@@ -94,32 +97,24 @@ func Pack(ctx context.Context, root string, o Options) error {
 	return archive(ctx, root, o)
 }
 
-// keepFirmware keeps, in dir (a root's lib/firmware), the files that
+// keepFirmware keeps, in dir (a root's usr/lib/firmware), the files that
 // want names for each module, plain or compressed as the kernel loads
-// them (.xz, .zst), and the files their links lead to; it removes every
-// other file, and the folders left empty. A module none of whose files is
-// there is an error: its package is missing.
+// them (.xz, .zst), with every link on the way to them and every file in
+// a folder a link leads to; it removes every other file, and the folders
+// left empty. A module none of whose files is there is an error: its
+// package is missing. So is a link that leads out of dir.
 func keepFirmware(dir string, want map[string][]string) error {
-	keep := map[string]bool{}
+	keep := map[string]bool{} // files, relative to dir
+	keepUnder := []string{}   // folders a link leads to
 	for m, files := range want {
 		found := false
 		for _, f := range files {
 			for _, name := range []string{f, f + ".xz", f + ".zst"} {
-				p := filepath.Join(dir, name)
-				if _, err := os.Stat(p); err != nil {
-					continue
+				ok, err := keepPath(dir, name, keep, &keepUnder)
+				if err != nil {
+					return err
 				}
-				found = true
-				keep[name] = true
-				// A link's target stays too (dir itself may be reached
-				// through the root's /lib link, so both are resolved).
-				if real, err := filepath.EvalSymlinks(p); err == nil {
-					if d, err := filepath.EvalSymlinks(dir); err == nil {
-						if rel, err := filepath.Rel(d, real); err == nil && !strings.HasPrefix(rel, "..") {
-							keep[rel] = true
-						}
-					}
-				}
+				found = found || ok
 			}
 		}
 		if !found {
@@ -137,7 +132,7 @@ func keepFirmware(dir string, want map[string][]string) error {
 			if rel != "." {
 				dirs = append(dirs, p)
 			}
-		case !keep[rel]:
+		case !keep[rel] && !slices.ContainsFunc(keepUnder, func(k string) bool { return strings.HasPrefix(rel, k+"/") }):
 			return os.Remove(p)
 		}
 		return nil
@@ -255,4 +250,51 @@ func archive(ctx context.Context, root string, o Options) error {
 		return fmt.Errorf("ramdisk: %w", err)
 	}
 	return os.Rename(tmp, o.Initramfs)
+}
+
+// keepPath marks name (relative to dir) kept when it exists, following
+// each link on its way (in any of its folders, or itself) and keeping
+// the link too, to a file or a folder (all of which is kept); false when
+// name is not there.
+func keepPath(dir, name string, keep map[string]bool, keepUnder *[]string) (bool, error) {
+	cur, hops := "", 0
+	for _, part := range strings.Split(filepath.Clean(name), "/") {
+		cur = filepath.Join(cur, part)
+		for {
+			fi, err := os.Lstat(filepath.Join(dir, cur))
+			if err != nil {
+				return false, nil
+			}
+			if fi.Mode()&os.ModeSymlink == 0 {
+				break
+			}
+			keep[cur] = true
+			if hops++; hops > 40 {
+				return false, fmt.Errorf("ramdisk: firmware %s: too many links", filepath.Join(dir, name))
+			}
+			target, err := os.Readlink(filepath.Join(dir, cur))
+			if err != nil {
+				return false, fmt.Errorf("ramdisk: %w", err)
+			}
+			// An absolute link names the firmware folder as the booted
+			// ramdisk sees it.
+			next := filepath.Join(filepath.Dir(cur), target)
+			if filepath.IsAbs(target) {
+				next = strings.TrimPrefix(strings.TrimPrefix(target, "/usr"), "/lib/firmware/")
+			}
+			if !filepath.IsLocal(next) {
+				return false, fmt.Errorf("ramdisk: firmware link %s leads out of the firmware folder (%s)", filepath.Join(dir, cur), target)
+			}
+			cur = filepath.Clean(next)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, cur))
+	if err != nil {
+		return false, nil
+	}
+	keep[cur] = true
+	if fi.IsDir() {
+		*keepUnder = append(*keepUnder, cur)
+	}
+	return true, nil
 }

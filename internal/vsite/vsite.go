@@ -50,10 +50,9 @@ type Options struct {
 	HostAddr netip.Addr
 	BMCAddr  netip.Addr
 	Machines []Machine
-	// MachineNice is the niceness of the machines' QEMU, 1 to 19; 5 when
-	// zero. A real server has CPUs of its own; here the machines share
-	// this machine's with what they test. A site whose bootstrap machine
-	// is itself a TCG guest gives it the CPU first with 19, so hosts that
+	// MachineNice is the niceness of the machines' QEMU, 1 to 19;
+	// defaultMachineNice when zero. A site whose bootstrap machine is
+	// itself a TCG guest gives it the CPU first with 19, so hosts that
 	// boot together never starve the Ironic that drives them.
 	MachineNice int
 }
