@@ -273,7 +273,8 @@ func TestProvisionFromStick(t *testing.T) {
 
 // jbDiagnose logs what explains a host that did not provision: Ironic's
 // warnings and its inspection and power lines, and the console of each
-// such host (the deploy ramdisk's own account of its lookups and posts).
+// such host (the deploy ramdisk's own account of its lookups and posts)
+// and its Redfish BMC's log.
 func jbDiagnose(ctx context.Context, t *testing.T, a *Machine, vs *vsite.Site, hosts map[string]status.Host) {
 	t.Helper()
 	ironic, err := a.Run(ctx, kubectl+" -n ironic logs deploy/ironic -c ironic | grep -E 'ERROR|WARNING|inspect|power|IPMI|lookup' | tail -n 150")
@@ -284,5 +285,9 @@ func jbDiagnose(ctx context.Context, t *testing.T, a *Machine, vs *vsite.Site, h
 		}
 		console, err := vs.Console(h.machine.Name)
 		t.Logf("journey B: %s's console (%v):\n%s", h.machine.Name, err, command.Tail(console, 80))
+		if h.machine.BMC != vsite.BMCIPMI && h.machine.BMC != "" {
+			bmc, err := os.ReadFile(vs.BMCLog(h.machine.Name))
+			t.Logf("journey B: %s's Redfish BMC log (%v):\n%s", h.machine.Name, err, command.Tail(string(bmc), 60))
+		}
 	}
 }

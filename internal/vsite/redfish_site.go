@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -48,11 +47,21 @@ func (s *Site) startRedfish() error {
 		if err != nil {
 			return fmt.Errorf("machine %s: Redfish BMC on %s in %s: %w", m.Name, addr, s.opts.Netns, err)
 		}
+		logf, err := os.OpenFile(s.BMCLog(m.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("machine %s: Redfish BMC log: %w", m.Name, err)
+		}
+		s.redfishLogs = append(s.redfishLogs, logf)
+		logger := log.New(logf, "", log.LstdFlags|log.Lmicroseconds|log.LUTC)
+		// A real BMC waits on a slow client: a bootstrap machine that is
+		// a TCG guest may take tens of seconds for a TLS handshake, or
+		// leave a kept-alive connection idle for minutes and then use it.
 		srv := &http.Server{
-			Handler:           bmc,
-			ReadHeaderTimeout: 30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          log.New(io.Discard, "", 0), // libraries never print
+			Handler:           logRequests(bmc, logger),
+			ReadHeaderTimeout: 5 * time.Minute,
+			IdleTimeout:       15 * time.Minute,
+			ErrorLog:          logger,
 			BaseContext:       func(net.Listener) context.Context { return ctx },
 		}
 		s.redfish = append(s.redfish, srv)
@@ -72,6 +81,38 @@ func (s *Site) closeRedfish(ctx context.Context) {
 			srv.Close()
 		}
 	}
+	for _, f := range s.redfishLogs {
+		f.Close()
+	}
+}
+
+// BMCLog is the file where a Redfish machine's BMC logs each request
+// (method, path, status, time taken: never a header, so no password or
+// session token) and what its server saw go wrong (TLS handshakes,
+// connections, panics).
+func (s *Site) BMCLog(name string) string {
+	return filepath.Join(s.opts.Dir, name+".redfish.log")
+}
+
+// logRequests logs each request h serves to l.
+func logRequests(h http.Handler, l *log.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		l.Printf("%s %s %s: %d in %v", r.RemoteAddr, r.Method, r.URL.Path, sw.status, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// statusWriter keeps the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // BMCCA is the PEM certificate of the CA that signed the Redfish BMCs'

@@ -19,7 +19,9 @@ import (
 // the CD-ROM first in its definition, InsertMedia puts the image in its
 // CD-ROM drive and EjectMedia takes it out, ForceOff stops it; a wrong
 // password is refused. The BMC has an address of its own, which its
-// certificate names.
+// certificate names. The machine's POST (its boot menu's wait) stays in
+// its definition through every override, and the BMC's log shows each
+// request and no secret.
 func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts libvirtd and a QEMU machine with OVMF (root)")
@@ -29,7 +31,7 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 	m := Machine{Name: "vsite-rf-0", MAC: "52:54:00:b0:0f:01", ExtraMACs: []string{"52:54:00:b0:0f:02"},
 		BMCAddr: netip.MustParseAddr("172.25.0.3"), BMCPort: 6250,
 		BMCUser: "admin", BMCPassword: "pw-vsite-rf", MemoryMiB: 256, CPUs: 1, DiskGiB: 8,
-		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia}
+		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia, POST: 2 * time.Second}
 	dir := t.TempDir()
 	s := startTestSite(t, ctx, Options{
 		Dir: dir, Netns: "bootstick-test-vsite-rf", HostIface: "bsvr0",
@@ -118,4 +120,18 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 			}
 		}
 	})
+	// The machine's POST stays in its definition through every boot
+	// override.
+	if out, err := s.virsh(ctx, "dumpxml", "--inactive", m.Name); err != nil || !strings.Contains(string(out), "<bootmenu enable='yes' timeout='2000'/>") {
+		t.Errorf("the machine's POST is gone from its definition (%v):\n%s", err, out)
+	}
+	// The BMC's log shows each request, and no secret.
+	bmcLog, err := os.ReadFile(s.BMCLog(m.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(bmcLog), "POST /redfish/v1/Systems/vsite-rf-0/Actions/ComputerSystem.Reset: 204") ||
+		strings.Contains(string(bmcLog), m.BMCPassword) || strings.Contains(string(bmcLog), "Basic ") {
+		t.Errorf("the BMC's log:\n%s", bmcLog)
+	}
 }

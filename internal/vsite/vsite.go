@@ -122,12 +122,13 @@ func (m Machine) redfish() bool { return m.BMC == BMCRedfish || m.BMC == BMCRedf
 
 // Site is a running virtual site.
 type Site struct {
-	opts    Options
-	libvirt *daemon
-	vbmc    *daemon
-	made    []string // mount points Start created, removed by Close
-	ca      *bmcCA   // the Redfish BMCs' CA
-	redfish []*http.Server
+	opts        Options
+	libvirt     *daemon
+	vbmc        *daemon
+	made        []string // mount points Start created, removed by Close
+	ca          *bmcCA   // the Redfish BMCs' CA
+	redfish     []*http.Server
+	redfishLogs []*os.File
 	// stopRedfish ends the Redfish BMCs' requests.
 	stopRedfish context.CancelFunc
 }
