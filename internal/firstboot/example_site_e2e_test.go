@@ -127,15 +127,15 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 			t.Errorf("%s's InternalIP is %q (%v), want %s", n, internal, err, ips[n])
 		}
 	}
-	// worker-0's flanneld took eno2, the cluster interface.
-	pod, err := k("", "-n", "kube-flannel", "get", "pods", "--field-selector", "spec.nodeName=worker-0", "-o", "jsonpath={.items[0].metadata.name}")
-	flannel := pod
-	if err == nil {
-		flannel, err = k("", "-n", "kube-flannel", "logs", strings.TrimSpace(pod), "-c", "kube-flannel")
-	}
-	if !strings.Contains(flannel, " and address "+exampleWorker0IP+"\n") {
-		t.Errorf("flanneld on worker-0 does not use the interface with %s (%v):\n%s", exampleWorker0IP, err, command.Tail(flannel, 20))
-	}
+	// worker-0's flanneld took eno2, the cluster interface, once it runs.
+	waitFor(t, ctx, 10*time.Minute, "flanneld on worker-0 using the interface with "+exampleWorker0IP, func() (bool, string) {
+		pod, err := k("", "-n", "kube-flannel", "get", "pods", "--field-selector", "spec.nodeName=worker-0", "-o", "jsonpath={.items[0].metadata.name}")
+		if err != nil {
+			return false, pod
+		}
+		flannel, err := k("", "-n", "kube-flannel", "logs", strings.TrimSpace(pod), "-c", "kube-flannel")
+		return err == nil && strings.Contains(flannel, " and address "+exampleWorker0IP+"\n"), command.Tail(flannel, 20)
+	})
 
 	// A web server on each node (the stick's Ironic image has python3 and
 	// curl); each reaches the other two.
