@@ -63,6 +63,29 @@ func checkClock(t *testing.T, data, name, ip string) {
 	}
 }
 
+// runSite runs firstboot in host mode from the stick iso with the site
+// at sitePath, its output in a log whose tail a failure shows, and
+// returns how long it took (until every host is provisioned) and the
+// log's path.
+func (h *hostRun) runSite(iso, sitePath string) (time.Duration, string) {
+	h.t.Helper()
+	logPath := filepath.Join(h.t.TempDir(), "run.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	run := h.cmd("run", "--mode", "host", "--bundle", iso, "--data", h.data, "--site", sitePath)
+	run.Stdout, run.Stderr = f, f
+	start := time.Now()
+	err = run.Run()
+	f.Close()
+	if err != nil {
+		out, _ := os.ReadFile(logPath)
+		h.t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
+	}
+	return time.Since(start).Round(time.Second), logPath
+}
+
 // hostClockAhead is how far ahead of UTC the host's hardware clock starts:
 // a CMOS battery gone flat, a firmware set to local time far east.
 const hostClockAhead = 3 * time.Hour
@@ -107,21 +130,8 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		Image:   vsite.SiteImage{Bundled: "debian-13-compute"},
 		Hosts:   []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
 	})
-	logPath := filepath.Join(t.TempDir(), "run.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := h.cmd("run", "--mode", "host", "--bundle", iso, "--data", h.data, "--site", sitePath)
-	run.Stdout, run.Stderr = f, f
-	start := time.Now()
-	if err := run.Run(); err != nil {
-		f.Close()
-		out, _ := os.ReadFile(logPath)
-		t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
-	}
-	f.Close()
-	t.Logf("firstboot run, to node-0 provisioned: %s", time.Since(start).Round(time.Second))
+	took, logPath := h.runSite(iso, sitePath)
+	t.Logf("firstboot run, to node-0 provisioned: %s", took)
 
 	kubectl := filepath.Join(tc, "bin", "kubectl")
 	// The address the deploy ramdisk had from DHCP during inspection.
@@ -132,6 +142,7 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	// Kill the BPA while it installs the packages.
 	var p *bpa.Provisioning
 	waitFor(t, ctx, 15*time.Minute, "the BPA installing node-0", func() (bool, string) {
+		var err error
 		p, err = getProv()
 		if err != nil || len(p.Status.Hosts) == 0 {
 			return false, fmt.Sprint(err)

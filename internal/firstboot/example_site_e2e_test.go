@@ -76,21 +76,8 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 		t.Fatalf("adding %s to %s: %v\n%s", exampleClusterAddr, m3Iface, err, out)
 	}
 
-	logPath := filepath.Join(t.TempDir(), "run.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := h.cmd("run", "--mode", "host", "--bundle", iso, "--data", h.data, "--site", sitePath)
-	run.Stdout, run.Stderr = f, f
-	start := time.Now()
-	err = run.Run()
-	f.Close()
-	if err != nil {
-		out, _ := os.ReadFile(logPath)
-		t.Fatalf("firstboot run: %v\n%s", err, command.Tail(string(out), 40))
-	}
-	t.Logf("firstboot run, to every host provisioned: %s", time.Since(start).Round(time.Second))
+	took, _ := h.runSite(iso, sitePath)
+	t.Logf("firstboot run, to every host provisioned: %s", took)
 
 	kubectl := filepath.Join(tc, "bin", "kubectl")
 	ips := map[string]string{

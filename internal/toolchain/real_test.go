@@ -280,22 +280,29 @@ func TestComputeImageHoldsNoHostKeys(t *testing.T) {
 	}
 }
 
+// deployRamdiskListing is cpio's listing (mode "-t" or "-tv") of the
+// real toolchain's deploy ramdisk.
+func deployRamdiskListing(t *testing.T, mode string) string {
+	t.Helper()
+	tc, _ := realToolchain(t)
+	out, err := exec.Command("sh", "-c", `zstd -dc "$1" | cpio `+mode+` --quiet`, "sh", tc.File("ironic-python-agent.initramfs")).Output()
+	if err != nil {
+		t.Fatalf("listing the initramfs: %v", err)
+	}
+	return string(out)
+}
+
 // TestDeployRamdiskHoldsNothingOfTheBuild lists the deploy ramdisk: no
 // path of the build machine's cache (mmdebstrap's mount points for the
 // placeholder packages) and no NVMe host identity made at install time,
 // which every host would share and which made each build differ.
 func TestDeployRamdiskHoldsNothingOfTheBuild(t *testing.T) {
-	tc, _ := realToolchain(t)
-	list := exec.Command("sh", "-c", `zstd -dc "$1" | cpio -t --quiet`, "sh", tc.File("ironic-python-agent.initramfs"))
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("listing the initramfs: %v", err)
-	}
-	if !strings.Contains(string(out), "usr/bin/ironic-python-agent") {
+	out := deployRamdiskListing(t, "-t")
+	if !strings.Contains(out, "usr/bin/ironic-python-agent") {
 		t.Fatalf("the initramfs holds no usr/bin/ironic-python-agent: is it the deploy ramdisk?")
 	}
 	cache := strings.TrimPrefix(cas.DefaultRoot(), "/")
-	for _, p := range strings.Split(string(out), "\n") {
+	for _, p := range strings.Split(out, "\n") {
 		p = strings.TrimPrefix(p, "./")
 		if strings.HasPrefix(p, cache) || p == "etc/nvme/hostid" || p == "etc/nvme/hostnqn" {
 			t.Errorf("the deploy ramdisk holds %s", p)
@@ -309,14 +316,8 @@ func TestDeployRamdiskHoldsNothingOfTheBuild(t *testing.T) {
 // and chrony, with which the agent sets its clock from the bootstrap
 // machine (ipa-ntp-server) while chrony's own service stays masked.
 func TestDeployRamdiskNICFirmwareAndClock(t *testing.T) {
-	tc, _ := realToolchain(t)
-	list := exec.Command("sh", "-c", `zstd -dc "$1" | cpio -tv --quiet`, "sh", tc.File("ironic-python-agent.initramfs"))
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("listing the initramfs: %v", err)
-	}
 	have := map[string]string{} // path: the line, which shows a link's target
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(deployRamdiskListing(t, "-tv"), "\n") {
 		if f := strings.Fields(l); len(f) >= 9 {
 			have[strings.TrimPrefix(f[8], "./")] = l
 		}

@@ -162,19 +162,26 @@ func TestOptionsBMCAddresses(t *testing.T) {
 		c.a.Name, c.a.MAC, c.b.Name, c.b.MAC = "a", "52:54:00:00:00:0a", "b", "52:54:00:00:00:0b"
 		o := Options{Dir: t.TempDir(), Netns: "n", HostIface: "i", Network: netip.MustParsePrefix("172.23.0.0/24"),
 			HostAddr: addr("172.23.0.1"), BMCAddr: addr("172.23.0.2"), Machines: []Machine{c.a, c.b}}
-		err := o.check()
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: %v, want %q", c.name, err, c.want)
-		}
-		if err == nil {
+		if err := checkOptions(t, c.name, &o, c.want); err == nil {
 			if got := fmt.Sprint((&Site{opts: o}).bmcAddrs()); got != c.addrs {
 				t.Errorf("%s: the bridge's BMC addresses are %s, want %s", c.name, got, c.addrs)
 			}
 		}
 	}
+}
+
+// checkOptions checks o (Options.check) in the case named name: no error
+// when want is empty, else one that holds want. It returns check's error.
+func checkOptions(t *testing.T, name string, o *Options, want string) error {
+	t.Helper()
+	err := o.check()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s: %v", name, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%s: %v, want %q", name, err, want)
+	}
+	return err
 }
 
 // TestOptionsPOSTAndNice: a machine's POST is whole seconds within what
@@ -199,13 +206,7 @@ func TestOptionsPOSTAndNice(t *testing.T) {
 		o := Options{Dir: t.TempDir(), Netns: "n", HostIface: "i", Network: netip.MustParsePrefix("172.23.0.0/24"),
 			HostAddr: netip.MustParseAddr("172.23.0.1"), BMCAddr: netip.MustParseAddr("172.23.0.2"), MachineNice: c.nice,
 			Machines: []Machine{{Name: "a", MAC: "52:54:00:00:00:0a", BMCPort: 623, POST: c.post}}}
-		err := o.check()
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: %v, want %q", c.name, err, c.want)
-		case c.want == "" && (c.nice == 0 && o.MachineNice != 5 || c.nice != 0 && o.MachineNice != c.nice):
+		if err := checkOptions(t, c.name, &o, c.want); err == nil && (c.nice == 0 && o.MachineNice != 5 || c.nice != 0 && o.MachineNice != c.nice) {
 			t.Errorf("%s: niceness %d", c.name, o.MachineNice)
 		}
 	}
