@@ -17,6 +17,7 @@ import (
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
@@ -108,6 +109,14 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 	}
 	nodes, _ := k("", "get", "nodes", "-o", "wide")
 	t.Logf("kubectl --kubeconfig app.conf get nodes -o wide:\n%s", nodes)
+	// Both clusters' controllers ride out a slow API server.
+	for _, kc := range []string{adminConf, conf} {
+		if c, err := kube.Load(kc); err != nil {
+			t.Errorf("%s: %v", kc, err)
+		} else {
+			checkLeaderElection(t, ctx, c.CS, "kube-system/kube-controller-manager", "kube-system/kube-scheduler")
+		}
+	}
 	for _, n := range names {
 		internal, err := k("", "get", "node", n, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
 		if err != nil || strings.TrimSpace(internal) != ips[n] {
@@ -124,9 +133,9 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 		return err == nil && strings.Contains(flannel, " and address "+exampleWorker0IP+"\n"), command.Tail(flannel, 20)
 	})
 
-	// A web server on each node (the stick's Ironic image has python3 and
-	// curl); each reaches the other two.
-	const image = "registry.bootstick.dev/ironic:29.0.5"
+	// A web server on each node (the stick's toolbox image: busybox's
+	// httpd); each reaches the other two and reads its pod's name.
+	const image = "registry.bootstick.dev/toolbox:1.35.0"
 	var pods strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&pods, `---
@@ -137,7 +146,7 @@ spec:
   nodeName: %[1]s
   tolerations: [{operator: Exists}]
   containers:
-  - {name: web, image: %[2]s, command: [python3, -m, http.server, "8080"]}
+  - {name: web, image: %[2]s, args: [httpd, -f, -p, "8080", -h, /]}
 `, n, image)
 	}
 	if out, err := k(pods.String(), "apply", "-f", "-"); err != nil {
@@ -160,8 +169,9 @@ spec:
 				continue
 			}
 			waitFor(t, ctx, 5*time.Minute, fmt.Sprintf("the pod on %s reaching the pod on %s", from, to), func() (bool, string) {
-				o, err := k("", "exec", "web-"+from, "--", "curl", "-sS", "-m", "10", "http://"+podIP[to]+":8080/")
-				return err == nil && strings.Contains(o, "Directory listing"), o
+				// (busybox 1.35's wget -T crashes: timeout bounds it instead.)
+				o, err := k("", "exec", "web-"+from, "--", "/bin/busybox", "timeout", "10", "/bin/busybox", "wget", "-q", "-O", "-", "http://"+podIP[to]+":8080/etc/hostname")
+				return err == nil && strings.TrimSpace(o) == "web-"+to, o
 			})
 			t.Logf("the pod on %s reached the pod on %s (%s) over flannel", from, to, podIP[to])
 		}

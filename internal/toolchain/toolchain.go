@@ -425,15 +425,17 @@ func buildImage(ctx context.Context, opts Options, im *recipes.Image, base ocibu
 		}
 		layers = append(layers, l)
 	}
-	var entries []ocibuild.Entry
-	for _, b := range im.Binaries {
-		entries = append(entries, ocibuild.HostFile(filepath.Join(im.Dir, b), 0o755, s.BlobPath(bins[b])))
+	if len(im.Binaries) > 0 {
+		var entries []ocibuild.Entry
+		for _, b := range im.Binaries {
+			entries = append(entries, ocibuild.HostFile(filepath.Join(im.Dir, b), 0o755, s.BlobPath(bins[b])))
+		}
+		l, err := ocibuild.WriteLayer(s, entries, opts.Epoch)
+		if err != nil {
+			return fail(err)
+		}
+		layers = append(layers, l)
 	}
-	l, err := ocibuild.WriteLayer(s, entries, opts.Epoch)
-	if err != nil {
-		return fail(err)
-	}
-	layers = append(layers, l)
 	img, err := ocibuild.WriteImage(s, im.Ref, layers, ocibuild.Config{Entrypoint: im.Entrypoint}, opts.Epoch)
 	if err != nil {
 		return fail(err)
