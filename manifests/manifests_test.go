@@ -3,15 +3,20 @@ package manifests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bootstick/bootstick/internal/kubeadm"
 )
 
 func TestFilesParseInOrder(t *testing.T) {
@@ -76,6 +81,55 @@ func TestGeneratedUpToDate(t *testing.T) {
 		}
 		if !bytes.Equal(fresh, committed) {
 			t.Errorf("manifests/%s is stale: run `make manifests` (bash manifests/generate.sh) and commit it", n)
+		}
+	}
+}
+
+// BMO and the BPA time their leader election as the appliance's
+// controller manager does (kubeadm.LeaderElectionLeaseDuration): on one
+// node, a slow API server must not restart them.
+func TestLeaderElectionRidesOutASlowAPIServer(t *testing.T) {
+	le := []time.Duration{kubeadm.LeaderElectionLeaseDuration, kubeadm.LeaderElectionRenewDeadline, kubeadm.LeaderElectionRetryPeriod}
+	for file, want := range map[string][]string{
+		"31-baremetal-operator.yaml": {"--enable-leader-election",
+			fmt.Sprintf("--lease-duration-seconds=%d", int(le[0].Seconds())),
+			fmt.Sprintf("--renew-deadline-seconds=%d", int(le[1].Seconds())),
+			fmt.Sprintf("--retry-period-seconds=%d", int(le[2].Seconds()))},
+		"30-bpa.yaml": {"--leader-elect", "--leader-elect-lease-duration=" + le[0].String(),
+			"--leader-elect-renew-deadline=" + le[1].String(), "--leader-elect-retry-period=" + le[2].String()},
+	} {
+		data, err := fs.ReadFile(FS, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var obj struct {
+				Kind string `yaml:"kind"`
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Args []string `yaml:"args"`
+							} `yaml:"containers"`
+						} `yaml:"spec"`
+					} `yaml:"template"`
+				} `yaml:"spec"`
+			}
+			if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if obj.Kind == "Deployment" {
+				args = obj.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+		for _, w := range want {
+			if !slices.Contains(args, w) {
+				t.Errorf("%s: the Deployment's args %q lack %s", file, args, w)
+			}
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/testctx"
@@ -174,6 +175,12 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		t.Fatalf("kubectl --kubeconfig app.conf get nodes: %v\n%s", err, nodes)
 	}
 	t.Logf("kubectl --kubeconfig app.conf get nodes -o wide:\n%s", nodes)
+	// Its controllers ride out a slow API server as the appliance's do.
+	if ac, err := kube.Load(appConfPath); err != nil {
+		t.Errorf("app.conf: %v", err)
+	} else {
+		checkLeaderElection(t, ctx, ac.CS, "kube-system/kube-controller-manager", "kube-system/kube-scheduler")
+	}
 	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
 		t.Errorf("node-0 is not Ready")
 	}

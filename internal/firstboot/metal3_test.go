@@ -23,10 +23,13 @@ import (
 	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	bpacontroller "github.com/bootstick/bootstick/internal/bpa/controller"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/status"
@@ -231,6 +234,9 @@ func TestHostProvision(t *testing.T) {
 	for _, hs := range good {
 		historyTable(t, hs.name, watch.last[hs.name].History)
 	}
+	// The appliance's controllers ride out a slow API server.
+	checkLeaderElection(t, ctx, c.CS, "kube-system/kube-controller-manager", "kube-system/kube-scheduler",
+		render.BMONamespace+"/baremetal-operator", "bpa-system/"+bpacontroller.LeaderElectionID)
 
 	// Each host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
@@ -489,6 +495,26 @@ func historyTable(t *testing.T, name string, h metal3.OperationHistory) {
 func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	waitForThen(t, ctx, timeout, what, cond, metal3Logs)
+}
+
+// checkLeaderElection checks that each controller's Lease (namespace/name)
+// lasts what kubeadm.LeaderElectionLeaseDuration says, so that a slow API
+// server does not restart the controller.
+func checkLeaderElection(t *testing.T, ctx context.Context, cs kubernetes.Interface, leases ...string) {
+	t.Helper()
+	want := int32(kubeadm.LeaderElectionLeaseDuration / time.Second)
+	for _, l := range leases {
+		ns, name, _ := strings.Cut(l, "/")
+		lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("the leader Lease %s: %v", l, err)
+			continue
+		}
+		if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != want {
+			t.Errorf("the leader Lease %s lasts %v s, want %d s", l, d, want)
+		}
+	}
+	t.Logf("the leader Leases last %d s: %s", want, strings.Join(leases, ", "))
 }
 
 // metal3Logs are the last lines of Ironic's and BMO's logs.

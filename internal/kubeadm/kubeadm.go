@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -83,7 +84,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-type arg struct {
+// Arg is one of kubeadm's extra arguments (v1beta4's name and value).
+type Arg struct {
 	Name  string `yaml:"name"`
 	Value string `yaml:"value"`
 }
@@ -108,7 +110,7 @@ type initConfiguration struct {
 		CRISocket        string   `yaml:"criSocket"`
 		ImagePullPolicy  string   `yaml:"imagePullPolicy"`
 		Taints           []string `yaml:"taints"` // empty: no control-plane taint
-		KubeletExtraArgs []arg    `yaml:"kubeletExtraArgs"`
+		KubeletExtraArgs []Arg    `yaml:"kubeletExtraArgs"`
 	} `yaml:"nodeRegistration"`
 	LocalAPIEndpoint struct {
 		AdvertiseAddress string `yaml:"advertiseAddress"`
@@ -149,6 +151,39 @@ const (
 	EtcdElectionTimeoutMS   = "5000"
 )
 
+// EtcdArgs are the flags that give etcd the timing above.
+func EtcdArgs() []Arg {
+	return []Arg{{"heartbeat-interval", EtcdHeartbeatIntervalMS}, {"election-timeout", EtcdElectionTimeoutMS}}
+}
+
+// Leader election for a control plane whose API server stalls: a
+// controller that cannot renew its Lease within the renew deadline exits
+// (controller-runtime's and kube-controller-manager's defaults: a 15 s
+// lease, renewed within 10 s, retried every 2 s). On one node there is no
+// other replica to hand over to, so an exit only adds a restart to the
+// stall: in Journey B's run 6 the TCG appliance's controller manager, BMO
+// and BPA all went into CrashLoopBackOff while its API server was slow.
+// These are the values OpenShift gives a single-node cluster to ride out
+// an API server's restart. Both clusters use them: the appliance's
+// controller manager and scheduler (Render), BMO and the BPA
+// (manifests/), and the application cluster's control plane
+// (internal/bpa/install).
+const (
+	LeaderElectionLeaseDuration = 137 * time.Second
+	LeaderElectionRenewDeadline = 107 * time.Second
+	LeaderElectionRetryPeriod   = 26 * time.Second
+)
+
+// LeaderElectionArgs are the flags that give kube-controller-manager and
+// kube-scheduler the leader election above.
+func LeaderElectionArgs() []Arg {
+	return []Arg{
+		{"leader-elect-lease-duration", LeaderElectionLeaseDuration.String()},
+		{"leader-elect-renew-deadline", LeaderElectionRenewDeadline.String()},
+		{"leader-elect-retry-period", LeaderElectionRetryPeriod.String()},
+	}
+}
+
 type imageMeta struct {
 	ImageRepository string `yaml:"imageRepository,omitempty"`
 	ImageTag        string `yaml:"imageTag,omitempty"`
@@ -169,15 +204,21 @@ type clusterConfiguration struct {
 		Local struct {
 			imageMeta `yaml:",inline"`
 			DataDir   string `yaml:"dataDir"`
-			ExtraArgs []arg  `yaml:"extraArgs"`
+			ExtraArgs []Arg  `yaml:"extraArgs"`
 		} `yaml:"local"`
 	} `yaml:"etcd"`
 	DNS       imageMeta `yaml:"dns,omitempty"`
 	APIServer struct {
 		CertSANs     []string `yaml:"certSANs,omitempty"`
-		ExtraArgs    []arg    `yaml:"extraArgs"`
+		ExtraArgs    []Arg    `yaml:"extraArgs"`
 		ExtraVolumes []volume `yaml:"extraVolumes"`
 	} `yaml:"apiServer"`
+	ControllerManager controlPlaneComponent `yaml:"controllerManager"`
+	Scheduler         controlPlaneComponent `yaml:"scheduler"`
+}
+
+type controlPlaneComponent struct {
+	ExtraArgs []Arg `yaml:"extraArgs"`
 }
 
 type kubeletConfiguration struct {
@@ -213,7 +254,7 @@ func Render(c Config) ([]byte, error) {
 	ic.NodeRegistration.CRISocket = c.CRISocket
 	ic.NodeRegistration.ImagePullPolicy = "IfNotPresent"
 	ic.NodeRegistration.Taints = []string{}
-	ic.NodeRegistration.KubeletExtraArgs = []arg{{"node-ip", c.AdvertiseAddress}}
+	ic.NodeRegistration.KubeletExtraArgs = []Arg{{"node-ip", c.AdvertiseAddress}}
 	ic.LocalAPIEndpoint.AdvertiseAddress = c.AdvertiseAddress
 	ic.LocalAPIEndpoint.BindPort = c.BindPort
 	ic.Timeouts = slowMachineTimeouts
@@ -229,10 +270,12 @@ func Render(c Config) ([]byte, error) {
 	cc.Networking.DNSDomain = c.DNSDomain
 	cc.Etcd.Local.DataDir = c.EtcdDataDir
 	cc.Etcd.Local.ImageTag = c.EtcdImageTag
-	cc.Etcd.Local.ExtraArgs = []arg{{"heartbeat-interval", EtcdHeartbeatIntervalMS}, {"election-timeout", EtcdElectionTimeoutMS}}
+	cc.Etcd.Local.ExtraArgs = EtcdArgs()
 	cc.DNS.ImageTag = c.CoreDNSImageTag
 	cc.APIServer.CertSANs = append([]string{c.AdvertiseAddress}, c.CertSANs...)
-	cc.APIServer.ExtraArgs = []arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(c.EncryptionConfigPath)}}
+	cc.APIServer.ExtraArgs = []Arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(c.EncryptionConfigPath)}}
+	cc.ControllerManager.ExtraArgs = LeaderElectionArgs()
+	cc.Scheduler.ExtraArgs = LeaderElectionArgs()
 	cc.APIServer.ExtraVolumes = []volume{{Name: "bootstick-encryption", HostPath: filepath.Dir(c.EncryptionConfigPath),
 		MountPath: EncryptionMountPath, ReadOnly: true, PathType: "DirectoryOrCreate"}}
 

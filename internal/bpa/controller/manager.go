@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,9 +20,20 @@ type Options struct {
 	// Lease named LeaderElectionID in LeaderElectionNamespace.
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election;
+	// zero takes controller-runtime's defaults (15 s, 10 s, 2 s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// SkipNameValidation lets one process run the manager more than once
 	// (tests).
 	SkipNameValidation bool
+}
+
+// nonZero is d, or nil (the default) for zero.
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // LeaderElectionID names the BPA's Lease.
@@ -47,6 +59,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(o.LeaseDuration),
+		RenewDeadline:                 nonZero(o.RenewDeadline),
+		RetryPeriod:                   nonZero(o.RetryPeriod),
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {

@@ -102,20 +102,15 @@ const kubeadmAPI = "kubeadm.k8s.io/v1beta4"
 // of the application cluster may have one CPU (a small edge box, a test
 // VM).
 type nodeRegistration struct {
-	Name                  string   `yaml:"name"`
-	CRISocket             string   `yaml:"criSocket"`
-	IgnorePreflightErrors []string `yaml:"ignorePreflightErrors"`
-	KubeletExtraArgs      []arg    `yaml:"kubeletExtraArgs"`
-}
-
-type arg struct {
-	Name  string `yaml:"name"`
-	Value string `yaml:"value"`
+	Name                  string        `yaml:"name"`
+	CRISocket             string        `yaml:"criSocket"`
+	IgnorePreflightErrors []string      `yaml:"ignorePreflightErrors"`
+	KubeletExtraArgs      []kubeadm.Arg `yaml:"kubeletExtraArgs"`
 }
 
 func registration(name, address string) nodeRegistration {
 	return nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
-		KubeletExtraArgs: []arg{{"node-ip", address}}}
+		KubeletExtraArgs: []kubeadm.Arg{{Name: "node-ip", Value: address}}}
 }
 
 type apiEndpoint struct {
@@ -153,12 +148,18 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		} `yaml:"networking"`
 		Etcd struct {
 			Local struct {
-				ExtraArgs []arg `yaml:"extraArgs"`
+				ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
 			} `yaml:"local"`
 		} `yaml:"etcd"`
 		APIServer struct {
 			CertSANs []string `yaml:"certSANs"`
 		} `yaml:"apiServer"`
+		ControllerManager struct {
+			ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
+		} `yaml:"controllerManager"`
+		Scheduler struct {
+			ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
+		} `yaml:"scheduler"`
 	}
 	type kubeletCfg struct {
 		typeMeta     `yaml:",inline"`
@@ -171,7 +172,9 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.Endpoint, address}
 	// A slow host's disk must not time etcd out (see kubeadm.EtcdElectionTimeoutMS).
-	cc.Etcd.Local.ExtraArgs = []arg{{"heartbeat-interval", kubeadm.EtcdHeartbeatIntervalMS}, {"election-timeout", kubeadm.EtcdElectionTimeoutMS}}
+	cc.Etcd.Local.ExtraArgs = kubeadm.EtcdArgs()
+	// Nor a slow API server restart its controllers (see kubeadm.LeaderElectionLeaseDuration).
+	cc.ControllerManager.ExtraArgs, cc.Scheduler.ExtraArgs = kubeadm.LeaderElectionArgs(), kubeadm.LeaderElectionArgs()
 	kc := kubeletCfg{typeMeta: typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"}, CgroupDriver: "systemd"}
 	cfg, err := yamlDocs(ic, cc, kc)
 	if err != nil {

@@ -63,7 +63,8 @@ func TestScripts(t *testing.T) {
 	}
 	bashSyntax(t, "init", initS)
 	for _, want := range []string{"podSubnet: 10.128.0.0/16", "value: 172.22.0.50", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print",
-		"- name: election-timeout", `value: "5000"`} {
+		"- name: election-timeout", `value: "5000"`, "controllerManager:\n    extraArgs:\n        - name: leader-elect-lease-duration\n          value: 2m17s",
+		"scheduler:\n    extraArgs:\n        - name: leader-elect-lease-duration\n          value: 2m17s"} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q", want)
 		}

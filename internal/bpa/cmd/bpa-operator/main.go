@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,9 @@ func main() {
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "listen address of /healthz and /readyz (0: off)")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader, so that only one replica works")
 	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
+	flag.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts unrenewed")
+	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up and exits")
+	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
 	// config registers --kubeconfig on the default flag set.
 	flag.Parse()
 	if *showVersion {
