@@ -134,7 +134,7 @@ func TestExampleSiteDHCPTwoNICClock(t *testing.T) {
 	})
 
 	// A web server on each node (the stick's toolbox image: busybox's
-	// httpd); each reaches the other two and reads its pod's name.
+	// httpd); each reaches the other two and reads the other pod's name.
 	const image = "registry.bootstick.dev/toolbox:1.35.0"
 	var pods strings.Builder
 	for _, n := range names {

@@ -503,18 +503,25 @@ func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what stri
 func checkLeaderElection(t *testing.T, ctx context.Context, cs kubernetes.Interface, leases ...string) {
 	t.Helper()
 	want := int32(kubeadm.LeaderElectionLeaseDuration / time.Second)
+	ok := true
 	for _, l := range leases {
 		ns, name, _ := strings.Cut(l, "/")
 		lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case err != nil:
 			t.Errorf("the leader Lease %s: %v", l, err)
+		case lease.Spec.LeaseDurationSeconds == nil:
+			t.Errorf("the leader Lease %s names no duration, want %d s", l, want)
+		case *lease.Spec.LeaseDurationSeconds != want:
+			t.Errorf("the leader Lease %s lasts %d s, want %d s", l, *lease.Spec.LeaseDurationSeconds, want)
+		default:
 			continue
 		}
-		if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != want {
-			t.Errorf("the leader Lease %s lasts %v s, want %d s", l, d, want)
-		}
+		ok = false
 	}
-	t.Logf("the leader Leases last %d s: %s", want, strings.Join(leases, ", "))
+	if ok {
+		t.Logf("the leader Leases last %d s: %s", want, strings.Join(leases, ", "))
+	}
 }
 
 // metal3Logs are the last lines of Ironic's and BMO's logs.

@@ -163,11 +163,13 @@ func EtcdArgs() []Arg {
 // other replica to hand over to, so an exit only adds a restart to the
 // stall: in Journey B's run 6 the TCG appliance's controller manager, BMO
 // and BPA all went into CrashLoopBackOff while its API server was slow.
-// These are the values OpenShift gives a single-node cluster to ride out
-// an API server's restart. Both clusters use them: the appliance's
-// controller manager and scheduler (Render), BMO and the BPA
+// These are OpenShift's default leader-election timings, which ride out
+// about 78 s of an API server's absence. Both clusters use them: the
+// appliance's controller manager and scheduler (Render), BMO and the BPA
 // (manifests/), and the application cluster's control plane
-// (internal/bpa/install).
+// (internal/bpa/install). There a cluster may have three masters, and the
+// cost is accepted: a master that dies holding a Lease hands it over
+// after up to 163 s (lease and retry), not about 17 s.
 const (
 	LeaderElectionLeaseDuration = 137 * time.Second
 	LeaderElectionRenewDeadline = 107 * time.Second

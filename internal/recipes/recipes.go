@@ -361,6 +361,8 @@ func (r *Spec) Validate() field.ErrorList {
 			errs = append(errs, validateDebian(r.Dir, p.Child("debian"), im.Debian)...)
 		case len(im.Binaries) == 0 && len(im.Debs) == 0:
 			errs = append(errs, field.Required(p.Child("binaries"), "name at least one binary, or Debian packages under debs"))
+		case len(im.Binaries) == 0 && len(im.Entrypoint) == 0:
+			errs = append(errs, field.Required(p.Child("entrypoint"), "the command an image of Debian packages alone runs"))
 		}
 		for j, b := range im.Binaries {
 			if _, ok := bins[b]; !ok {

@@ -105,6 +105,7 @@ func TestBadRecipes(t *testing.T) {
 		{"bad ldflags", "  replaceStaging: true\n", "  replaceStaging: true\n  ldflags: [\"-X a={{.Version\"]\n", "binaries[0].ldflags[0]: Invalid value"},
 		{"ref without tag", "ref: registry.k8s.io/pause:3.10.1", "ref: registry.k8s.io/pause", "images[0].ref: Invalid value"},
 		{"no binary and no debs", "  binaries: [pause]\n", "", "images[0].binaries: Required value: name at least one binary, or Debian packages under debs"},
+		{"debs without entrypoint", "  binaries: [pause]\n", "  debs: [busybox-static]\n", "images[0].entrypoint: Required value: the command an image of Debian packages alone runs"},
 		{"unknown binary", "binaries: [pause]", "binaries: [paws]", `images[0].binaries[0]: Not found: "paws"`},
 		{"relative dir", "binaries: [pause]", "binaries: [pause]\n  dir: usr/bin", `images[0].dir: Invalid value: "usr/bin": must be an absolute path`},
 		{"symlinks without debs", "binaries: [pause]", "binaries: [pause]\n  symlinks: {/usr/sbin/x: y}", "images[0].symlinks: Forbidden"},

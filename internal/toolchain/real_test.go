@@ -193,6 +193,40 @@ func TestKubeProxyImageRunsIptables(t *testing.T) {
 	}
 }
 
+// TestToolboxImageHasItsTools unpacks the toolbox image (Debian packages
+// alone) and runs its shell and busybox in a chroot: the applets the
+// README names are there.
+func TestToolboxImageHasItsTools(t *testing.T) {
+	tc, spec := realToolchain(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test chroots into the image and needs root")
+	}
+	i := slices.IndexFunc(spec.Images, func(im recipes.Image) bool { return slices.Contains(im.Debs, "busybox-static") })
+	if i < 0 {
+		t.Fatal("images/recipes.yaml has no image of busybox-static")
+	}
+	ref := spec.Images[i].Ref
+	idx, have := layoutImages(t, tc.Layout())
+	img, err := idx.Image(have[ref])
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	root := t.TempDir()
+	if err := untar(mutate.Extract(img), root); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("chroot", append([]string{root}, append(spec.Images[i].Entrypoint, "sh", "-c", "busybox --list")...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("chroot %s sh -c 'busybox --list': %v\n%s", root, err, out)
+	}
+	applets := strings.Fields(string(out))
+	for _, a := range []string{"sh", "wget", "nc", "ping", "nslookup", "httpd", "timeout"} {
+		if !slices.Contains(applets, a) {
+			t.Errorf("%s's busybox lacks %s", ref, a)
+		}
+	}
+}
+
 func TestLayoutStoresSharedBlobsOnce(t *testing.T) {
 	tc, spec := realToolchain(t)
 	idx, have := layoutImages(t, tc.Layout())

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -479,6 +480,17 @@ func debLayer(ctx context.Context, s *cas.Store, im *recipes.Image, pkgs []debs.
 			return ocibuild.Layer{}, fmt.Errorf("symlink %s: %w", link, err)
 		}
 	}
+	// A link or an entrypoint that names nothing fails here, not in a
+	// pod: another suite's package may keep its files elsewhere (trixie's
+	// busybox-static has /usr/bin/busybox, bookworm's /bin/busybox).
+	for link := range im.Symlinks {
+		if !inRoot(root, link) {
+			return ocibuild.Layer{}, fmt.Errorf("symlink %s -> %s names nothing in the image's Debian packages", link, im.Symlinks[link])
+		}
+	}
+	if len(im.Binaries) == 0 && !inRoot(root, im.Entrypoint[0]) {
+		return ocibuild.Layer{}, fmt.Errorf("entrypoint %s is in none of the image's Debian packages", im.Entrypoint[0])
+	}
 	// Documentation is of no use in an image.
 	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian"} {
 		os.RemoveAll(filepath.Join(root, d))
@@ -491,6 +503,30 @@ func debLayer(ctx context.Context, s *cas.Store, im *recipes.Image, pkgs []debs.
 		return ocibuild.Layer{}, err
 	}
 	return ocibuild.WriteLayer(s, entries, epoch)
+}
+
+// inRoot reports whether the image path p names a file or folder under
+// root, following its own links hop by hop inside root (a link in a
+// folder above it may be relative only, as Debian's are).
+func inRoot(root, p string) bool {
+	for hops := 0; hops < 40; hops++ {
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			return true
+		}
+		target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			return false
+		}
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(p), target)
+		}
+		p = target
+	}
+	return false
 }
 
 // checkKubeadmImages fails when kubeadm would pull an image that no recipe

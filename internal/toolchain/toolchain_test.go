@@ -336,3 +336,24 @@ images:
 		t.Fatalf("bin/world printed %q, %v; want the new pin stamped", out, err)
 	}
 }
+
+// inRoot follows an image's links inside its root, never the host's.
+func TestInRoot(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "usr", "bin", "busybox"), nil, 0o755)
+	os.Symlink("usr/bin", filepath.Join(root, "bin"))
+	os.Symlink("busybox", filepath.Join(root, "usr", "bin", "sh"))
+	os.Symlink("/usr/bin/busybox", filepath.Join(root, "usr", "bin", "ash"))
+	os.Symlink("nothing", filepath.Join(root, "usr", "bin", "dangling"))
+	os.Symlink("/etc/passwd", filepath.Join(root, "usr", "bin", "host"))
+	os.Symlink("loop", filepath.Join(root, "usr", "bin", "loop"))
+	for p, want := range map[string]bool{
+		"/usr/bin/busybox": true, "/bin/busybox": true, "/bin/sh": true, "/usr/bin/ash": true,
+		"/usr/bin/dangling": false, "/usr/bin/host": false, "/usr/bin/loop": false, "/sbin/sh": false,
+	} {
+		if got := inRoot(root, p); got != want {
+			t.Errorf("inRoot(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
