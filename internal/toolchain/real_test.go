@@ -157,14 +157,10 @@ func TestBinariesReportThePinnedVersions(t *testing.T) {
 	}
 }
 
-// TestKubeProxyImageRunsIptables unpacks the kube-proxy image and runs its
-// own iptables, with its own libraries, in a chroot.
-func TestKubeProxyImageRunsIptables(t *testing.T) {
-	tc, spec := realToolchain(t)
-	if os.Geteuid() != 0 {
-		t.Fatal("this test chroots into the image and needs root")
-	}
-	ref := "registry.k8s.io/kube-proxy:" + recipeVersion(t, spec, "kubernetes")
+// unpackImage unpacks the layout's image ref into a temporary folder and
+// returns it.
+func unpackImage(t *testing.T, tc *Result, ref string) string {
+	t.Helper()
 	idx, have := layoutImages(t, tc.Layout())
 	img, err := idx.Image(have[ref])
 	if err != nil {
@@ -174,6 +170,18 @@ func TestKubeProxyImageRunsIptables(t *testing.T) {
 	if err := untar(mutate.Extract(img), root); err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+// TestKubeProxyImageRunsIptables unpacks the kube-proxy image and runs its
+// own iptables, with its own libraries, in a chroot.
+func TestKubeProxyImageRunsIptables(t *testing.T) {
+	tc, spec := realToolchain(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test chroots into the image and needs root")
+	}
+	ref := "registry.k8s.io/kube-proxy:" + recipeVersion(t, spec, "kubernetes")
+	root := unpackImage(t, tc, ref)
 	for _, args := range [][]string{
 		{"/usr/sbin/iptables", "--version"},
 		{"/usr/sbin/ip6tables", "--version"},
@@ -206,15 +214,7 @@ func TestToolboxImageHasItsTools(t *testing.T) {
 		t.Fatal("images/recipes.yaml has no image of busybox-static")
 	}
 	ref := spec.Images[i].Ref
-	idx, have := layoutImages(t, tc.Layout())
-	img, err := idx.Image(have[ref])
-	if err != nil {
-		t.Fatalf("%s: %v", ref, err)
-	}
-	root := t.TempDir()
-	if err := untar(mutate.Extract(img), root); err != nil {
-		t.Fatal(err)
-	}
+	root := unpackImage(t, tc, ref)
 	out, err := exec.Command("chroot", append([]string{root}, append(spec.Images[i].Entrypoint, "sh", "-c", "busybox --list")...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("chroot %s sh -c 'busybox --list': %v\n%s", root, err, out)
