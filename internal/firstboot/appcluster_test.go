@@ -102,7 +102,8 @@ const hostClockAhead = 3 * time.Hour
 // the images from the stick's registry, kubeadm init, and flannel. The BPA
 // is killed during the install and carries on. The operator then gets the
 // kubeconfig with kubectl, and the node is Ready with every pod Running
-// from images the stick served. No secret reaches a log or the status.
+// from images the stick served; the node, a master with no worker beside
+// it, has no taint and runs an ordinary Deployment. No secret reaches a log or the status.
 // The host's OS takes the time from the site's clock on the bootstrap
 // machine (firstboot's clock step: chronyd, which in host mode serves this
 // machine's time), and agrees with it within a second, though the host's
@@ -277,6 +278,35 @@ func TestAppClusterDHCPClock(t *testing.T) {
 			t.Errorf("no pod runs %s (images: %v)", want, images)
 		}
 	}
+
+	// A cluster of one master and no worker runs workloads: the master has
+	// no taint, and an ordinary Deployment (no toleration, no node name)
+	// runs on it.
+	if taints, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "node", "node-0", "-o", "jsonpath={.spec.taints}").CombinedOutput(); err != nil || len(taints) != 0 {
+		t.Errorf("node-0, the only master of a cluster with no worker, has taints (%v): %s", err, taints)
+	}
+	web := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "apply", "-f", "-")
+	web.Stdin = strings.NewReader(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: registry.bootstick.dev/toolbox:1.35.0, args: [httpd, -f, -p, "8080", -h, /]}
+`)
+	if out, err := web.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply the Deployment web: %v\n%s", err, out)
+	}
+	waitFor(t, ctx, 10*time.Minute, "the Deployment web's two pods Running on node-0", func() (bool, string) {
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "get", "pods", "-l", "app=web",
+			"-o", `jsonpath={range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}`).CombinedOutput()
+		return err == nil && string(out) == "node-0 Running\nnode-0 Running\n", string(out)
+	})
+	t.Log("the Deployment web (no toleration) runs two pods on node-0, the cluster's only node, a master")
 
 	// No secret in the BPA's log, firstboot's log, the status or events.
 	keyPEM, err := os.ReadFile(filepath.Join(h.data, "ssh", sshkeys.PrivateKeyFile))

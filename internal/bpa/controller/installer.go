@@ -232,7 +232,7 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	if podSubnet == "" {
 		podSubnet = install.DefaultPodSubnet
 	}
-	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl}
+	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl, Schedulable: Schedulable(p.Spec)}
 
 	// Connect to and install every provisioned host not yet in the
 	// cluster, all at once.

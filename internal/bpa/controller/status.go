@@ -36,9 +36,14 @@ func NormalizeMAC(mac string) string {
 // host is one entry of the spec's masters or workers.
 type host struct {
 	name, role, mac string
+	// conflict says why a host named as master and worker cannot be one
+	// node (two MAC addresses).
+	conflict string
 }
 
 // hosts lists the spec's masters then workers, each list sorted by name.
+// A host named as master and worker too (as the original BPA allowed) is
+// one master, which runs workloads (Schedulable).
 func hosts(spec bpa.ProvisioningSpec) []host {
 	var out []host
 	add := func(role string, names map[string]string) {
@@ -64,7 +69,50 @@ func hosts(spec bpa.ProvisioningSpec) []host {
 		}
 	}
 	add(RoleMaster, masters)
+	for name, mac := range workers {
+		if mmac, ok := masters[name]; ok {
+			delete(workers, name)
+			if NormalizeMAC(mmac) != NormalizeMAC(mac) {
+				for i := range out {
+					if out[i].name == name {
+						out[i].conflict = fmt.Sprintf("host %s is named as a master with mac-address %s and as a worker with %s: a host that is both is one machine, give it one mac-address",
+							name, NormalizeMAC(mmac), NormalizeMAC(mac))
+					}
+				}
+			}
+		}
+	}
 	add(RoleWorker, workers)
+	return out
+}
+
+// Schedulable names the masters that run workloads as well: those also
+// named as workers, and every master of a cluster with no worker (one
+// server at an edge site, or three masters and nothing else), which would
+// otherwise run nothing but its own control plane. A worker added later
+// does not taint them again.
+func Schedulable(spec bpa.ProvisioningSpec) map[string]bool {
+	out := map[string]bool{}
+	workers := map[string]bool{}
+	for _, w := range spec.Workers {
+		for name := range w {
+			workers[name] = true
+		}
+	}
+	for _, m := range spec.Masters {
+		for name := range m {
+			if workers[name] {
+				out[name] = true
+			}
+		}
+	}
+	if len(workers) == 0 {
+		for _, m := range spec.Masters {
+			for name := range m {
+				out[name] = true
+			}
+		}
+	}
 	return out
 }
 
@@ -89,27 +137,20 @@ func HostStatuses(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.T
 
 	hs := hosts(p.Spec)
 	usedBy := map[string][]string{}
-	roles := map[string][]string{}
 	for _, h := range hs {
 		if h.mac != "" {
 			usedBy[NormalizeMAC(h.mac)] = append(usedBy[NormalizeMAC(h.mac)], h.name)
 		}
-		roles[h.name] = append(roles[h.name], h.role)
 	}
 
 	out := make([]bpa.HostStatus, 0, len(hs))
-	seen := map[string]bool{}
 	for _, h := range hs {
-		if seen[h.name] {
-			continue // named as master and worker: reported once, as an error
-		}
-		seen[h.name] = true
 		mac := NormalizeMAC(h.mac)
 		st := bpa.HostStatus{Name: h.name, Role: h.role, MACAddress: mac}
 		switch matches := byMAC[mac]; {
-		case len(roles[h.name]) > 1:
+		case h.conflict != "":
 			st.State = bpa.HostError
-			st.Error = fmt.Sprintf("host %s is both a master and a worker: name it once", h.name)
+			st.Error = h.conflict
 		case mac == "":
 			st.State = bpa.HostError
 			st.Error = fmt.Sprintf("host %s has no mac-address", h.name)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,11 +102,19 @@ func TestHostStatuses(t *testing.T) {
 			ready: metav1.ConditionFalse, reason: "HostError",
 		},
 		{
-			name:    "a host named as master and worker",
+			name:    "a host named as master and worker with two MACs",
 			masters: map[string]string{"h": "52:54:00:00:00:01"},
 			workers: map[string]string{"h": "52:54:00:00:00:02"},
-			want:    []want{{"h", "master", "", bpa.HostError, "both a master and a worker"}},
+			want:    []want{{"h", "master", "", bpa.HostError, "named as a master with mac-address 52:54:00:00:00:01 and as a worker with 52:54:00:00:00:02"}},
 			ready:   metav1.ConditionFalse, reason: "HostError",
+		},
+		{
+			name:    "a host named as master and worker is one master",
+			masters: map[string]string{"h": "52:54:00:00:00:01"},
+			workers: map[string]string{"h": "52:54:00:00:00:01", "w": "52:54:00:00:00:02"},
+			bmhs:    []metal3.BareMetalHost{bmh("a", "52:54:00:00:00:01", metal3.StateReady), bmh("b", "52:54:00:00:00:02", metal3.StateReady)},
+			want:    []want{{"h", "master", "a", bpa.HostMatched, ""}, {"w", "worker", "b", bpa.HostMatched, ""}},
+			ready:   metav1.ConditionFalse, reason: "Waiting",
 		},
 		{
 			name:    "no MAC",
@@ -216,5 +225,32 @@ func TestInstallFollowsTheProvisioning(t *testing.T) {
 	}
 	if c := readyCondition(hs, 1); c.Status != metav1.ConditionTrue {
 		t.Errorf("a host whose install failed is still provisioned: %+v", c)
+	}
+}
+
+// TestSchedulableMastersOnly: every master of a cluster with no worker
+// runs workloads; with workers, only a master also named as a worker does.
+func TestSchedulableMastersOnly(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		masters, workers map[string]string
+		want             string
+	}{
+		{"one server", map[string]string{"m1": "52:54:00:00:00:01"}, nil, "m1"},
+		{"three masters, no worker", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02", "m3": "52:54:00:00:00:03"}, nil, "m1,m2,m3"},
+		{"a master and a worker", map[string]string{"m1": "52:54:00:00:00:01"}, map[string]string{"w1": "52:54:00:00:00:02"}, ""},
+		{"a master named as a worker too", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02"}, map[string]string{"m2": "52:54:00:00:00:02"}, "m2"},
+	} {
+		got := Schedulable(prov(c.masters, c.workers).Spec)
+		var names []string
+		for n, ok := range got {
+			if ok {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		if strings.Join(names, ",") != c.want {
+			t.Errorf("%s: schedulable masters %v, want %s", c.name, names, c.want)
+		}
 	}
 }

@@ -44,6 +44,9 @@ type Cluster struct {
 	PodSubnet     string
 	ServiceSubnet string
 	Plugins       []string
+	// Schedulable names the masters that also run workloads: kubeadm
+	// leaves them without its control-plane taint.
+	Schedulable map[string]bool
 }
 
 // DefaultPodSubnet is used when the Provisioning names none: the site's
@@ -100,17 +103,23 @@ const kubeadmAPI = "kubeadm.k8s.io/v1beta4"
 // nodeRegistration names the node after the host, with the address the
 // BPA reaches it at as the node's (a host may have several NICs). A host
 // of the application cluster may have one CPU (a small edge box, a test
-// VM).
+// VM). Taints, when set, replaces kubeadm's default: an empty list
+// leaves a master that runs workloads untainted.
 type nodeRegistration struct {
 	Name                  string        `yaml:"name"`
 	CRISocket             string        `yaml:"criSocket"`
 	IgnorePreflightErrors []string      `yaml:"ignorePreflightErrors"`
 	KubeletExtraArgs      []kubeadm.Arg `yaml:"kubeletExtraArgs"`
+	Taints                *[]string     `yaml:"taints,omitempty"`
 }
 
-func registration(name, address string) nodeRegistration {
-	return nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
+func (cl Cluster) registration(name, address string) nodeRegistration {
+	r := nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
 		KubeletExtraArgs: []kubeadm.Arg{{Name: "node-ip", Value: address}}}
+	if cl.Schedulable[name] {
+		r.Taints = &[]string{}
+	}
+	return r
 }
 
 type apiEndpoint struct {
@@ -165,7 +174,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		typeMeta     `yaml:",inline"`
 		CgroupDriver string `yaml:"cgroupDriver"`
 	}
-	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: registration(host, address),
+	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: cl.registration(host, address),
 		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
 	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
 		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443"}
@@ -211,7 +220,7 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 		ControlPlane     *controlPlane     `yaml:"controlPlane,omitempty"`
 		Timeouts         map[string]string `yaml:"timeouts"`
 	}
-	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: registration(host, address), Timeouts: timeouts}
+	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
 	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
 	jc.Discovery.BootstrapToken.Token = j.Token
 	jc.Discovery.BootstrapToken.CACertHashes = []string{j.CACertHash}

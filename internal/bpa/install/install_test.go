@@ -150,3 +150,41 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestMastersOnlyUntainted: a master the cluster names schedulable gets
+// kubeadm's empty taint list at init and at a control-plane join, so it
+// runs workloads; any other master keeps kubeadm's default (the
+// control-plane taint), and a worker has no taint list at all.
+func TestMastersOnlyUntainted(t *testing.T) {
+	c := testConfig()
+	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Schedulable: map[string]bool{"node-0": true, "node-1": true}}
+	const untainted = "    taints: []\n"
+	initS, err := InitScript(c, cl, "node-0", "172.22.0.50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(initS, "InitConfiguration\nnodeRegistration:\n") || !strings.Contains(initS, untainted) {
+		t.Errorf("the schedulable first master keeps kubeadm's taint:\n%s", initS)
+	}
+	j := Join{Token: "abcdef.0123456789abcdef", CACertHash: "sha256:" + strings.Repeat("f", 64), CertificateKey: strings.Repeat("1a", 32)}
+	for _, c := range []struct {
+		host   string
+		master bool
+		want   bool
+	}{{"node-1", true, true}, {"node-2", true, false}, {"node-3", false, false}} {
+		js, err := JoinScript(cl, c.host, "172.22.0.51", c.master, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(js, untainted); got != c.want {
+			t.Errorf("%s (master %v): empty taint list %v, want %v:\n%s", c.host, c.master, got, c.want, js)
+		}
+		if strings.Contains(js, "taints:") != c.want {
+			t.Errorf("%s: a taint list where kubeadm's default should hold:\n%s", c.host, js)
+		}
+	}
+	cl.Schedulable = nil
+	if initS, _ := InitScript(c, cl, "node-0", "172.22.0.50"); strings.Contains(initS, "taints:") {
+		t.Errorf("a master of a cluster with workers is untainted:\n%s", initS)
+	}
+}
