@@ -23,8 +23,9 @@ type Server struct {
 	Addr    string
 	HostKey ssh.PublicKey
 
-	mu       sync.Mutex
-	commands []string
+	mu         sync.Mutex
+	commands   []string
+	keepalives chan struct{}
 }
 
 // Start serves with handler, accepting only client.
@@ -50,7 +51,7 @@ func Start(t *testing.T, client ssh.PublicKey, handler Handler) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	s := &Server{Addr: l.Addr().String(), HostKey: signer.PublicKey()}
+	s := &Server{Addr: l.Addr().String(), HostKey: signer.PublicKey(), keepalives: make(chan struct{}, 1024)}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -62,6 +63,11 @@ func Start(t *testing.T, client ssh.PublicKey, handler Handler) *Server {
 	}()
 	return s
 }
+
+// Keepalives gets a value for each keepalive request a client sent
+// (OpenSSH's keepalive@openssh.com), which the server refuses as
+// OpenSSH's sshd does: the refusal is the answer.
+func (s *Server) Keepalives() <-chan struct{} { return s.keepalives }
 
 // Commands are the standard inputs of the sessions so far.
 func (s *Server) Commands() []string {
@@ -76,7 +82,19 @@ func (s *Server) serve(c net.Conn, cfg *ssh.ServerConfig, handler Handler) {
 		c.Close()
 		return
 	}
-	go ssh.DiscardRequests(reqs)
+	go func() {
+		for r := range reqs {
+			if r.Type == "keepalive@openssh.com" {
+				select {
+				case s.keepalives <- struct{}{}:
+				default:
+				}
+			}
+			if r.WantReply {
+				r.Reply(false, nil)
+			}
+		}
+	}()
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "session only")

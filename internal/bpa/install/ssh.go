@@ -8,6 +8,8 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -15,6 +17,18 @@ import (
 
 // DialTimeout bounds connecting and the SSH handshake.
 var DialTimeout = 20 * time.Second
+
+// ServerAliveInterval and ServerAliveCountMax are OpenSSH's client
+// options of those names, with its usual settings: while connected, the
+// BPA asks the host's sshd every interval whether it is there, and closes
+// the connection when that many asks in a row go unanswered. A host
+// powered off or cut from the network in the middle of a command sends
+// no reset, so without them the command would wait for ever and hold the
+// BPA's install of every other host.
+var (
+	ServerAliveInterval = 15 * time.Second
+	ServerAliveCountMax = 3
+)
 
 // HostKeyError is a host that showed another host key than the one
 // firstboot gave it: it is never trusted.
@@ -44,6 +58,11 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 type Client struct {
 	Address string
 	c       *ssh.Client
+	// done ends the keepalives; silent is set when they closed the
+	// connection.
+	done      chan struct{}
+	closeOnce sync.Once
+	silent    atomic.Bool
 }
 
 // Dial connects to addr (host:port) as root with key, accepting only
@@ -81,11 +100,59 @@ func Dial(ctx context.Context, addr string, key ssh.Signer, hostKey ssh.PublicKe
 		return nil, &UnreachableError{Address: addr, Err: err}
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return &Client{Address: addr, c: ssh.NewClient(sc, chans, reqs)}, nil
+	c := &Client{Address: addr, c: ssh.NewClient(sc, chans, reqs), done: make(chan struct{})}
+	go c.keepAlive(ServerAliveInterval, ServerAliveCountMax)
+	return c, nil
+}
+
+// keepAlive sends OpenSSH's keepalive request every interval (one at a
+// time) and closes the connection when max intervals in a row pass with
+// one unanswered. Any answer counts, a refusal too: the host is there.
+func (c *Client) keepAlive(interval time.Duration, max int) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	answered := make(chan error, 1)
+	pending, missed := false, 0
+	for {
+		select {
+		case <-c.done:
+			return
+		case err := <-answered:
+			if err != nil {
+				return // the connection is gone
+			}
+			pending, missed = false, 0
+		case <-t.C:
+			if !pending {
+				pending = true
+				go func() {
+					_, _, err := c.c.SendRequest("keepalive@openssh.com", true, nil)
+					answered <- err
+				}()
+				continue
+			}
+			if missed++; missed >= max {
+				c.silent.Store(true)
+				c.c.Close()
+				return
+			}
+		}
+	}
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.c.Close() }
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { close(c.done) })
+	return c.c.Close()
+}
+
+// lost is the error of a session that failed on the connection.
+func (c *Client) lost(err error) error {
+	if c.silent.Load() {
+		err = fmt.Errorf("the host stopped answering: %d keepalives %v apart went unanswered, and the connection was closed", ServerAliveCountMax, ServerAliveInterval)
+	}
+	return &UnreachableError{Address: c.Address, Err: err}
+}
 
 // Run runs script with bash on the host and returns its standard output.
 // The script goes through standard input, never on a command line. On
@@ -94,7 +161,7 @@ func (c *Client) Close() error { return c.c.Close() }
 func (c *Client) Run(ctx context.Context, what, script string, secrets ...string) ([]byte, error) {
 	s, err := c.c.NewSession()
 	if err != nil {
-		return nil, &UnreachableError{Address: c.Address, Err: err}
+		return nil, c.lost(err)
 	}
 	defer s.Close()
 	var stdout, stderr bytes.Buffer
@@ -112,7 +179,7 @@ func (c *Client) Run(ctx context.Context, what, script string, secrets ...string
 	if err != nil {
 		var exit *ssh.ExitError
 		if !errors.As(err, &exit) {
-			return nil, &UnreachableError{Address: c.Address, Err: err}
+			return nil, c.lost(err)
 		}
 		msg := Redact(tail(stderr.String(), 6), secrets...)
 		if msg == "" {
