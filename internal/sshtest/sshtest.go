@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -26,6 +27,7 @@ type Server struct {
 	mu         sync.Mutex
 	commands   []string
 	keepalives chan struct{}
+	open       atomic.Int64
 }
 
 // Start serves with handler, accepting only client.
@@ -69,6 +71,10 @@ func Start(t *testing.T, client ssh.PublicKey, handler Handler) *Server {
 // OpenSSH's sshd does: the refusal is the answer.
 func (s *Server) Keepalives() <-chan struct{} { return s.keepalives }
 
+// Open is how many clients are connected now: a client that leaks its
+// connections shows here.
+func (s *Server) Open() int { return int(s.open.Load()) }
+
 // Commands are the standard inputs of the sessions so far.
 func (s *Server) Commands() []string {
 	s.mu.Lock()
@@ -77,11 +83,16 @@ func (s *Server) Commands() []string {
 }
 
 func (s *Server) serve(c net.Conn, cfg *ssh.ServerConfig, handler Handler) {
-	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	if err != nil {
 		c.Close()
 		return
 	}
+	s.open.Add(1)
+	go func() {
+		sc.Wait()
+		s.open.Add(-1)
+	}()
 	go func() {
 		for r := range reqs {
 			if r.Type == "keepalive@openssh.com" {

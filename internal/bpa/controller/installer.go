@@ -353,6 +353,10 @@ func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err err
 		h.State, h.LastUpdated = st, &t
 	}
 	h.Error = fmt.Sprintf("%s: %v (try %d; next at %s)", phase, err, h.Failures, next.UTC().Format(time.TimeOnly))
+	// The next try connects anew; this connection is closed, not leaked.
+	if c := x.clients[h.Name]; c != nil {
+		c.Close()
+	}
 	delete(x.clients, h.Name)
 	x.wantAgain(wait)
 	ctrl.LoggerFrom(ctx).Info("phase failed", "host", h.Name, "phase", phase, "error", h.Error)

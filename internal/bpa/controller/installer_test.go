@@ -181,6 +181,16 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 		t.Errorf("the install script did not reach the host")
 	}
 	t.Logf("failed install: %s", h.Error)
+	// Each failed try closes its connection: after two more, the host
+	// holds none but the current try's.
+	failures := h.Failures
+	wait("two more failed installs", func(_ *bpa.Provisioning, h bpa.HostStatus) bool { return h.Failures >= failures+2 })
+	for srv.Open() > 1 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := srv.Open(); n > 1 {
+		t.Errorf("the host holds %d of the BPA's connections after two more failed installs: failed tries leak them", n)
+	}
 
 	// A plugin the stick lacks stops everything, with a reason.
 	// The BPA writes the status meanwhile: read again on a conflict.
