@@ -172,6 +172,15 @@ func HostStatuses(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.T
 			b := matches[0]
 			st.BareMetalHost = b.Name
 			st.State, st.Error = hostState(b)
+			if st.State == bpa.HostError && osWritten(b) {
+				// The operator's error on a host whose OS is written
+				// (its BMC's, most often: a power status it cannot read)
+				// touches neither the OS nor the node: the install's
+				// progress is kept, and the BareMetalHost shows the
+				// error. Before, one such error wiped the phases and the
+				// next pass ran them all again.
+				st.State, st.Error = bpa.HostProvisioned, ""
+			}
 		}
 		st.LastUpdated = &now
 		old, hadOld := prev[h.name]
@@ -203,14 +212,24 @@ func hostState(b *metal3.BareMetalHost) (bpa.HostState, string) {
 		}
 		return bpa.HostError, msg
 	}
-	switch b.Status.Provisioning.State {
-	case metal3.StateProvisioning:
+	switch {
+	case b.Status.Provisioning.State == metal3.StateProvisioning:
 		return bpa.HostProvisioning, ""
-	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
+	case osWritten(b):
 		return bpa.HostProvisioned, ""
 	default:
 		return bpa.HostMatched, ""
 	}
+}
+
+// osWritten reports whether b's OS is on its disk: provisioned, by
+// Ironic or before BMO (externally).
+func osWritten(b *metal3.BareMetalHost) bool {
+	switch b.Status.Provisioning.State {
+	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
+		return true
+	}
+	return false
 }
 
 // provisionedAt is when b's OS was written (the end of its provision
