@@ -233,9 +233,14 @@ func osWritten(b *metal3.BareMetalHost) bool {
 }
 
 // provisionedAt is when b's OS was written (the end of its provision
-// operation), or nil when BMO recorded none (externally provisioned).
+// operation). A host provisioned externally has none: there it is when b
+// was made, which holds as long as b does (before, such a host's install
+// began anew on every pass, for ever). Nil when neither is known.
 func provisionedAt(b *metal3.BareMetalHost) *metav1.Time {
 	end := b.Status.OperationHistory.Provision.End
+	if end.IsZero() && b.Status.Provisioning.State == metal3.StateExternallyProvisioned {
+		end = b.CreationTimestamp
+	}
 	if end.IsZero() {
 		return nil
 	}

@@ -281,3 +281,34 @@ func TestSchedulableMastersOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestExternallyProvisionedKeepsTheInstall: a host provisioned before the
+// baremetal-operator (no provision time recorded) keeps its install from
+// one pass to the next, and is installed again only when its
+// BareMetalHost is made anew.
+func TestExternallyProvisionedKeepsTheInstall(t *testing.T) {
+	t1 := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	done := metav1.NewTime(t1.Add(time.Minute))
+	p := prov(map[string]string{"m1": "52:54:00:00:00:01"}, nil)
+	b := bmh("bmh-m1", "52:54:00:00:00:01", metal3.StateExternallyProvisioned)
+	b.CreationTimestamp = t1
+	now := metav1.NewTime(t1.Add(time.Hour))
+
+	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if h := p.Status.Hosts[0]; h.State != bpa.HostProvisioned || h.ProvisionedAt == nil {
+		t.Fatalf("an externally provisioned host: %+v, want Provisioned with a time", h)
+	}
+	// The BPA connected and installed.
+	p.Status.Hosts[0].State = bpa.HostInstalling
+	p.Status.Hosts[0].Phases = []bpa.Phase{{Name: bpa.PhaseConnect, Started: t1, Finished: &done}, {Name: bpa.PhaseInstall, Started: t1, Finished: &done}}
+	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if h := p.Status.Hosts[0]; h.State != bpa.HostInstalling || len(h.Phases) != 2 {
+		t.Errorf("the next pass: %+v, want the install kept", h)
+	}
+	// The BareMetalHost made anew: another machine, or the same one again.
+	b.CreationTimestamp = metav1.NewTime(t1.Add(30 * time.Minute))
+	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
+	if h := p.Status.Hosts[0]; h.State != bpa.HostProvisioned || len(h.Phases) != 0 {
+		t.Errorf("a BareMetalHost made anew: %+v, want its install begun anew", h)
+	}
+}

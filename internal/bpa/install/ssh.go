@@ -165,7 +165,7 @@ func (c *Client) Run(ctx context.Context, what, script string, secrets ...string
 	}
 	defer s.Close()
 	var stdout, stderr bytes.Buffer
-	s.Stdin = strings.NewReader(script)
+	s.Stdin = strings.NewReader(wholeScript(script))
 	s.Stdout, s.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
 	go func() { done <- s.Run("bash -euo pipefail -s") }()
@@ -188,6 +188,14 @@ func (c *Client) Run(ctx context.Context, what, script string, secrets ...string
 		return nil, fmt.Errorf("%s on %s failed (exit status %d): %s", what, c.Address, exit.ExitStatus(), msg)
 	}
 	return stdout.Bytes(), nil
+}
+
+// wholeScript makes script one brace group. bash runs what it reads from
+// standard input as it reads it, so a stream cut in the middle would run
+// the half that came; a group runs only once bash has read all of it, and
+// a cut one is a syntax error that runs nothing.
+func wholeScript(script string) string {
+	return "{\n" + strings.TrimRight(script, "\n") + "\n}\n"
 }
 
 // tokenShape is a kubeadm bootstrap token, certificate key or CA hash.

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -186,5 +189,45 @@ func TestKeepalivesSpareALongCommand(t *testing.T) {
 	out, err := c.Run(ctx, "kubeadm join", "kubeadm join")
 	if err != nil || string(out) != "joined\n" {
 		t.Errorf("a long command on an answering host: %q %v", out, err)
+	}
+}
+
+// TestCutStreamRunsNothing: a script whose stream is cut anywhere runs
+// nothing of it; whole, it runs all of it. (Without the group, bash runs
+// the lines that came.)
+func TestCutStreamRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	script := "touch " + dir + "/first\ncat >" + dir + "/conf <<'END'\na: 1\nEND\ntouch " + dir + "/last\n"
+	whole := wholeScript(script)
+	// Cut anywhere before the group's closing brace (after it, the whole
+	// script came).
+	for cut := 1; cut < strings.LastIndex(whole, "}"); cut++ {
+		c := exec.Command("bash", "-euo", "pipefail", "-s")
+		c.Stdin = strings.NewReader(whole[:cut])
+		out, err := c.CombinedOutput()
+		if err == nil {
+			t.Errorf("cut after %d bytes: bash ran it: %s", cut, out)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Fatalf("cut after %d bytes (%q): %d files made, want none", cut, whole[:cut], len(ents))
+		}
+	}
+	c := exec.Command("bash", "-euo", "pipefail", "-s")
+	c.Stdin = strings.NewReader(whole)
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("the whole script: %v\n%s", err, out)
+	}
+	for _, f := range []string{"first", "conf", "last"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the whole script did not make %s", f)
+		}
+	}
+	// The hazard itself: bash runs the lines of a cut stream that came.
+	os.Remove(filepath.Join(dir, "first"))
+	c = exec.Command("bash", "-euo", "pipefail", "-s")
+	c.Stdin = strings.NewReader(script[:strings.Index(script, "cat")])
+	c.Run()
+	if _, err := os.Stat(filepath.Join(dir, "first")); err != nil {
+		t.Errorf("a cut stream without the group ran nothing either; the test proves nothing")
 	}
 }

@@ -1,7 +1,19 @@
-# Creates the cluster on the first master, unless it exists.
-if [ -f /etc/kubernetes/admin.conf ]; then echo exists; exit 0; fi
+# Creates the cluster on the first master, unless kubeadm init ended well
+# here before (its mark, written only then). One kubeadm at a time: a run
+# whose session was cut goes on to its end (it ignores the hangup and its
+# closed output), and a second run waits for it and reads its mark. An
+# init cut short otherwise (the host went down) left files but no mark:
+# kubeadm cannot resume one, so it is undone and made again.
+trap '' HUP PIPE
 umask 077
 mkdir -p /etc/bootstick
+exec 9>/etc/bootstick/kubeadm.lock
+flock 9
+mark=/etc/bootstick/kubeadm-init.done
+if [ -f "$mark" ]; then echo exists; exit 0; fi
+if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml ]; then
+	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
+fi
 cat >/etc/bootstick/kubeadm.yaml <<'END'
 {{.KubeadmConfig}}END
 kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-token-print --skip-certificate-key-print >/var/log/bootstick-kubeadm-init.log 2>&1 || {
@@ -9,4 +21,5 @@ kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-token-print --skip-cert
 	kubeadm reset --force >/dev/null 2>&1 || true
 	exit 5
 }
+touch "$mark"
 echo created

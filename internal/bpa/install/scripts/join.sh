@@ -1,7 +1,18 @@
-# Joins this host to the cluster, unless it is in it.
-if [ -f /etc/kubernetes/kubelet.conf ]; then echo joined; exit 0; fi
+# Joins this host to the cluster, unless kubeadm join ended well here
+# before (its mark, written only then: a control-plane join writes
+# kubelet.conf before its etcd member exists). One kubeadm at a time, as
+# in init.sh: a run whose session was cut goes on to its end, a second
+# waits for it. A join cut short otherwise is undone and made again.
+trap '' HUP PIPE
 umask 077
 mkdir -p /etc/bootstick
+exec 9>/etc/bootstick/kubeadm.lock
+flock 9
+mark=/etc/bootstick/kubeadm-join.done
+if [ -f "$mark" ]; then echo joined; exit 0; fi
+if [ -e /etc/kubernetes/kubelet.conf ]; then
+	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
+fi
 cat >/etc/bootstick/join.yaml <<'END'
 {{.JoinConfig}}END
 trap 'rm -f /etc/bootstick/join.yaml' EXIT
@@ -10,4 +21,5 @@ kubeadm join --config /etc/bootstick/join.yaml >/var/log/bootstick-kubeadm-join.
 	kubeadm reset --force >/dev/null 2>&1 || true
 	exit 6
 }
+touch "$mark"
 echo joined
