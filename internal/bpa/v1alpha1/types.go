@@ -146,9 +146,10 @@ type HostStatus struct {
 	// Address is where the BPA reaches the host over SSH.
 	// +optional
 	Address string `json:"address,omitempty"`
-	// ProvisionedAt is when the BareMetalHost's OS was written: the
-	// install below is for that provisioning, and a host provisioned again
-	// is installed again.
+	// ProvisionedAt is when the BareMetalHost's OS was written (for a host
+	// provisioned before the baremetal-operator, externally, when its
+	// BareMetalHost was made): the install below is for that
+	// provisioning, and a host provisioned again is installed again.
 	// +optional
 	ProvisionedAt *metav1.Time `json:"provisionedAt,omitempty"`
 	// Phases are the install's steps on the host, in order.
