@@ -1,8 +1,6 @@
 package install
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
@@ -16,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/sshtest"
 	"github.com/bootstick/bootstick/internal/testctx"
 )
@@ -100,11 +99,11 @@ func (c *cutter) Cut() { c.once.Do(func() { close(c.cut) }) }
 
 func testSigner(t *testing.T) ssh.Signer {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	key, err := sshkeys.Generate(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ssh.NewSignerFromKey(priv)
+	s, err := ssh.ParsePrivateKey(key.Private)
 	if err != nil {
 		t.Fatal(err)
 	}
