@@ -74,7 +74,7 @@ bench: deps toolchain iso
 
 e2e: deps toolchain
 	$(GOTEST) -tags e2e -v -timeout 150m -run 'TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
-	$(GOTEST) -tags e2e -timeout 240m ./qemu-test/...
+	$(GOTEST) -tags e2e -timeout 300m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the
 # pinned controller-gen; a test fails when they are stale.

@@ -89,8 +89,9 @@ func hosts(spec bpa.ProvisioningSpec) []host {
 // Schedulable names the masters that run workloads as well: those also
 // named as workers, and every master of a cluster with no worker (one
 // server at an edge site, or three masters and nothing else), which would
-// otherwise run nothing but its own control plane. A worker added later
-// does not taint them again.
+// otherwise run nothing but its own control plane. Each master's is
+// decided when it joins: a worker added later does not taint the masters
+// already in the cluster.
 func Schedulable(spec bpa.ProvisioningSpec) map[string]bool {
 	out := map[string]bool{}
 	workers := map[string]bool{}
@@ -106,7 +107,7 @@ func Schedulable(spec bpa.ProvisioningSpec) map[string]bool {
 			}
 		}
 	}
-	if len(workers) == 0 {
+	if len(workers) == len(out) { // no worker that is not a master
 		for _, m := range spec.Masters {
 			for name := range m {
 				out[name] = true

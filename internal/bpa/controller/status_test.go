@@ -266,7 +266,8 @@ func TestSchedulableMastersOnly(t *testing.T) {
 		{"one server", map[string]string{"m1": "52:54:00:00:00:01"}, nil, "m1"},
 		{"three masters, no worker", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02", "m3": "52:54:00:00:00:03"}, nil, "m1,m2,m3"},
 		{"a master and a worker", map[string]string{"m1": "52:54:00:00:00:01"}, map[string]string{"w1": "52:54:00:00:00:02"}, ""},
-		{"a master named as a worker too", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02"}, map[string]string{"m2": "52:54:00:00:00:02"}, "m2"},
+		{"masters only, one named as a worker too", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02"}, map[string]string{"m2": "52:54:00:00:00:02"}, "m1,m2"},
+		{"a master named as a worker too, and a worker", map[string]string{"m1": "52:54:00:00:00:01", "m2": "52:54:00:00:00:02"}, map[string]string{"m2": "52:54:00:00:00:02", "w1": "52:54:00:00:00:03"}, "m2"},
 	} {
 		got := Schedulable(prov(c.masters, c.workers).Spec)
 		var names []string

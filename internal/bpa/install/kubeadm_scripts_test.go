@@ -116,6 +116,11 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 		{"join", joinS, "rm -rf /etc/kubernetes /etc/bootstick", "joined", "join"},
 		{"join again", joinS, "", "joined", ""},
 		{"join cut short (kubelet.conf, no mark)", joinS, "rm /etc/bootstick/kubeadm-join.done", "joined", "reset join"},
+		// Installed before the marks: kept, never reset.
+		{"a node joined before the marks", joinS, "rm -rf /etc/bootstick", "joined", ""},
+		{"a cluster made before the marks", initS, "rm -rf /etc/bootstick; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "exists", ""},
+		// The host that made the cluster is never undone by a join.
+		{"a join on the first master", joinS, "rm -f /etc/bootstick/kubeadm-join.done", "joined", ""},
 	} {
 		if c.before != "" {
 			h.run(c.before)
@@ -190,7 +195,7 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 // waitingOnLock reports whether the script run pid (unshare, then bash)
 // has a flock child, waiting for the lock.
 func waitingOnLock(pid int) bool {
-	out, _ := exec.Command("pgrep", "-f", "^flock 9$").Output()
+	out, _ := exec.Command("pgrep", "-f", "^flock ").Output()
 	for _, f := range strings.Fields(string(out)) {
 		if anc, _ := exec.Command("ps", "-o", "ppid=", "-p", f).Output(); len(anc) > 0 {
 			// flock's parent is bash, which unshare exec'd into (same pid).

@@ -2,7 +2,6 @@ package install
 
 import (
 	"errors"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,6 +72,9 @@ func (c *cutter) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		select {
 		case <-c.cut:
+			if err != nil {
+				return // closes nothing: the other side hears nothing
+			}
 			continue // swallowed: nothing more reaches the other side
 		default:
 		}
@@ -82,15 +84,7 @@ func (c *cutter) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err == io.EOF {
-				return
-			}
-			select {
-			case <-c.cut:
-				<-make(chan struct{}) // silent for good
-			default:
-				return
-			}
+			return
 		}
 	}
 }
@@ -123,7 +117,7 @@ func setServerAlive(t *testing.T, interval time.Duration, max int) {
 // command as unreachable, with the keepalives named as the reason,
 // instead of holding the BPA for ever.
 func TestSilentHostFailsTheCommand(t *testing.T) {
-	setServerAlive(t, 20*time.Millisecond, 3)
+	setServerAlive(t, 200*time.Millisecond, 3)
 	ctx, cancel := testctx.New(t, time.Minute)
 	defer cancel()
 	key := testSigner(t)
@@ -146,7 +140,13 @@ func TestSilentHostFailsTheCommand(t *testing.T) {
 		_, err := c.Run(ctx, "kubeadm init", "kubeadm init")
 		done <- err
 	}()
-	<-started
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the command ended before the host went silent: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the command never reached the host")
+	}
 	cut.Cut()
 	select {
 	case err = <-done:

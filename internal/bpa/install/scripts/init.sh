@@ -1,15 +1,20 @@
 # Creates the cluster on the first master, unless kubeadm init ended well
 # here before (its mark, written only then). One kubeadm at a time: a run
-# whose session was cut goes on to its end (it ignores the hangup and its
-# closed output), and a second run waits for it and reads its mark. An
-# init cut short otherwise (the host went down) left files but no mark:
-# kubeadm cannot resume one, so it is undone and made again.
-trap '' HUP PIPE
+# whose session was cut or stopped goes on to its end (it ignores the
+# hangup, its closed output and SIGTERM), and a second run waits for it
+# and reads its mark. An init cut short otherwise (the host went down)
+# left files but no mark: kubeadm cannot resume one, so it is undone and
+# made again.
+trap '' HUP PIPE TERM
 umask 077
+mark=/etc/bootstick/kubeadm-init.done
+# A cluster made before these marks (no lock file either) is kept.
+if [ ! -e /etc/bootstick/kubeadm.lock ] && [ -e /etc/kubernetes/admin.conf ]; then
+	mkdir -p /etc/bootstick && touch "$mark" && sync
+fi
 mkdir -p /etc/bootstick
 exec 9>/etc/bootstick/kubeadm.lock
-flock 9
-mark=/etc/bootstick/kubeadm-init.done
+flock -w 1800 9 || { echo "another kubeadm has run on this host for 30 minutes: see /var/log/bootstick-kubeadm-*.log there" >&2; exit 7; }
 if [ -f "$mark" ]; then echo exists; exit 0; fi
 if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml ]; then
 	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
@@ -22,4 +27,5 @@ kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-token-print --skip-cert
 	exit 5
 }
 touch "$mark"
+sync
 echo created
