@@ -425,9 +425,20 @@ func Detect(binary string) Accel {
 
 var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64"}
 
+// pvmModule is where a kernel shows PVM (kvm_pvm: KVM without hardware
+// virtualisation, for nested guests). Its /dev/kvm runs SeaBIOS through
+// POST, so the probe below passes, but it stops a Linux kernel's
+// decompressor at its first BMI2 instruction ("KVM internal error.
+// Suberror: 1", an emulation failure; seen on a machine of this project's
+// with nested_pvm=1), and a guest booted with it waits for ever.
+var pvmModule = "/sys/module/kvm_pvm"
+
 func probe(binary string) Accel {
 	if os.Getenv("BOOTSTICK_QEMU_ACCEL") == "tcg" {
 		return Accel{Name: "tcg", Args: tcg, Why: "BOOTSTICK_QEMU_ACCEL=tcg"}
+	}
+	if _, err := os.Stat(pvmModule); err == nil {
+		return Accel{Name: "tcg", Args: tcg, Why: "/dev/kvm is PVM's (" + pvmModule + "), which cannot run a Linux kernel's decompressor"}
 	}
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {

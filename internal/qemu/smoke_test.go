@@ -145,3 +145,15 @@ func TestSmokeBoot(t *testing.T) {
 	}
 	t.Logf("four boots: %.1fs", time.Since(total).Seconds())
 }
+
+// TestDetectRefusesPVM: a /dev/kvm from PVM is never used, though
+// SeaBIOS runs on it: a Linux kernel's decompressor stops there.
+func TestDetectRefusesPVM(t *testing.T) {
+	old := pvmModule
+	t.Cleanup(func() { pvmModule = old })
+	pvmModule = t.TempDir()
+	a := probe("qemu-system-x86_64")
+	if a.Name != "tcg" || !strings.Contains(a.Why, "PVM") {
+		t.Errorf("with PVM loaded the probe chose %s (%s), want tcg for PVM", a.Name, a.Why)
+	}
+}
