@@ -36,9 +36,10 @@ func NormalizeMAC(mac string) string {
 // host is one entry of the spec's masters or workers.
 type host struct {
 	name, role, mac string
-	// conflict says why a host named as master and worker cannot be one
-	// node (two MAC addresses).
-	conflict string
+	// alsoWorker marks a master the spec names as a worker too; conflict
+	// says why such a host cannot be one node (two MAC addresses).
+	alsoWorker bool
+	conflict   string
 }
 
 // hosts lists the spec's masters then workers, each list sorted by name.
@@ -70,15 +71,19 @@ func hosts(spec bpa.ProvisioningSpec) []host {
 	}
 	add(RoleMaster, masters)
 	for name, mac := range workers {
-		if mmac, ok := masters[name]; ok {
-			delete(workers, name)
+		mmac, ok := masters[name]
+		if !ok {
+			continue
+		}
+		delete(workers, name)
+		for i := range out {
+			if out[i].name != name {
+				continue
+			}
+			out[i].alsoWorker = true
 			if NormalizeMAC(mmac) != NormalizeMAC(mac) {
-				for i := range out {
-					if out[i].name == name {
-						out[i].conflict = fmt.Sprintf("host %s is named as a master with mac-address %s and as a worker with %s: a host that is both is one machine, give it one mac-address",
-							name, NormalizeMAC(mmac), NormalizeMAC(mac))
-					}
-				}
+				out[i].conflict = fmt.Sprintf("host %s is named as a master with mac-address %s and as a worker with %s: a host that is both is one machine, give it one mac-address",
+					name, NormalizeMAC(mmac), NormalizeMAC(mac))
 			}
 		}
 	}
@@ -93,25 +98,17 @@ func hosts(spec bpa.ProvisioningSpec) []host {
 // decided when it joins: a worker added later does not taint the masters
 // already in the cluster.
 func Schedulable(spec bpa.ProvisioningSpec) map[string]bool {
+	hs := hosts(spec)
+	workers := 0 // that are not masters
+	for _, h := range hs {
+		if h.role == RoleWorker {
+			workers++
+		}
+	}
 	out := map[string]bool{}
-	workers := map[string]bool{}
-	for _, w := range spec.Workers {
-		for name := range w {
-			workers[name] = true
-		}
-	}
-	for _, m := range spec.Masters {
-		for name := range m {
-			if workers[name] {
-				out[name] = true
-			}
-		}
-	}
-	if len(workers) == len(out) { // no worker that is not a master
-		for _, m := range spec.Masters {
-			for name := range m {
-				out[name] = true
-			}
+	for _, h := range hs {
+		if h.role == RoleMaster && (h.alsoWorker || workers == 0) {
+			out[h.name] = true
 		}
 	}
 	return out
