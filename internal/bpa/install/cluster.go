@@ -189,7 +189,8 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return render("init.sh", map[string]any{"KubeadmConfig": cfg})
+	return render("init.sh", map[string]any{"KubeadmConfig": cfg,
+		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists"}})
 }
 
 // Join is what a host needs to join: secrets, never logged.
@@ -231,7 +232,8 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 	if err != nil {
 		return "", err
 	}
-	return render("join.sh", map[string]any{"JoinConfig": cfg})
+	return render("join.sh", map[string]any{"JoinConfig": cfg,
+		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined"}})
 }
 
 // PluginManifest is the plugin's objects for kubectl apply.

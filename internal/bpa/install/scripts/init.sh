@@ -5,17 +5,7 @@
 # and reads its mark. An init cut short otherwise (the host went down)
 # left files but no mark: kubeadm cannot resume one, so it is undone and
 # made again.
-trap '' HUP PIPE TERM
-umask 077
-mark=/etc/bootstick/kubeadm-init.done
-# A cluster made before these marks (no lock file either) is kept.
-if [ ! -e /etc/bootstick/kubeadm.lock ] && [ -e /etc/kubernetes/admin.conf ]; then
-	mkdir -p /etc/bootstick && touch "$mark" && sync
-fi
-mkdir -p /etc/bootstick
-exec 9>/etc/bootstick/kubeadm.lock
-flock -w 1800 9 || { echo "another kubeadm has run on this host for 30 minutes: see /var/log/bootstick-kubeadm-*.log there" >&2; exit 7; }
-if [ -f "$mark" ]; then echo exists; exit 0; fi
+{{template "kubeadm-once" .Once}}
 if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml ]; then
 	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
 fi

@@ -3,17 +3,7 @@
 # kubelet.conf before its etcd member exists). One kubeadm at a time, as
 # in init.sh: a run whose session was cut goes on to its end, a second
 # waits for it. A join cut short otherwise is undone and made again.
-trap '' HUP PIPE TERM
-umask 077
-mark=/etc/bootstick/kubeadm-join.done
-# A node joined before these marks (no lock file either) is kept.
-if [ ! -e /etc/bootstick/kubeadm.lock ] && [ -e /etc/kubernetes/kubelet.conf ]; then
-	mkdir -p /etc/bootstick && touch "$mark" && sync
-fi
-mkdir -p /etc/bootstick
-exec 9>/etc/bootstick/kubeadm.lock
-flock -w 1800 9 || { echo "another kubeadm has run on this host for 30 minutes: see /var/log/bootstick-kubeadm-*.log there" >&2; exit 7; }
-if [ -f "$mark" ]; then echo joined; exit 0; fi
+{{template "kubeadm-once" .Once}}
 # The host that made the cluster is in it: never undone by a join.
 if [ -f /etc/bootstick/kubeadm-init.done ]; then echo joined; exit 0; fi
 if [ -e /etc/kubernetes/kubelet.conf ]; then
