@@ -1,19 +1,11 @@
 package install
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
-	"math/big"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func testConfig() *Config {
@@ -113,18 +105,19 @@ func TestRedact(t *testing.T) {
 }
 
 // TestCACertHash matches kubeadm's: sha256 over the public key info.
+// TestCACertHash hashes a fixed CA certificate (testdata/ca.crt) and
+// compares with the hash kubeadm's documentation computes for it with
+// openssl, which kubeadm join's --discovery-token-ca-cert-hash takes:
+//
+//	openssl x509 -pubkey -in ca.crt | openssl pkey -pubin -outform der | sha256sum
 func TestCACertHash(t *testing.T) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	const want = "sha256:d0c120d71445b79d6437b20b8e181439f6e668f5de75f0530a6a1e65ce818208"
+	ca, err := os.ReadFile(filepath.Join("testdata", "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	spki, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	sum := sha256.Sum256(spki)
-	got, err := CACertHash(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	if err != nil || got != "sha256:"+hex.EncodeToString(sum[:]) {
-		t.Errorf("CACertHash = %s, %v", got, err)
+	if got, err := CACertHash(ca); err != nil || got != want {
+		t.Errorf("CACertHash = %s, %v; want %s (openssl's)", got, err, want)
 	}
 	if _, err := CACertHash([]byte("not pem")); err == nil {
 		t.Error("a non-PEM CA was accepted")
