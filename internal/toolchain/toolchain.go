@@ -175,23 +175,41 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	}
 	m := Manifest{Go: strings.TrimSpace(string(goVersion)), Epoch: opts.Epoch.Unix(), Actions: map[string]bool{}}
 
+	images := make([]ocibuild.Image, len(opts.Spec.Images))
+	built := make([]bool, len(images))
+	// The Debian roots (images and artifacts) build beside the Go recipes:
+	// mmdebstrap spends much of its time fetching and unpacking packages,
+	// the Go compiler on the CPU, so on a fresh machine the two together
+	// take minutes less than one after the other. The roots write only
+	// their own entries of images and built until debianDone.
+	debianCtx, stopDebian := context.WithCancel(ctx)
+	defer stopDebian()
+	debianDone := make(chan debianParts, 1)
+	go func() { debianDone <- buildDebianParts(debianCtx, opts, images, built) }()
+	// fail ends the Debian roots' build before Build returns its error.
+	fail := func(err error) (*Result, error) {
+		stopDebian()
+		<-debianDone
+		return nil, err
+	}
+
 	bins := map[string]cas.Digest{}
 	binRecipe := map[string]*recipes.GoRecipe{}
 	for i := range opts.Spec.Binaries {
 		r := &opts.Spec.Binaries[i]
 		label := fmt.Sprintf("recipe %d/%d %s", i+1, len(opts.Spec.Binaries), r.Name)
-		rec, built, err := buildRecipe(ctx, opts, goCmd, m.Go, r, label)
+		rec, recBuilt, err := buildRecipe(ctx, opts, goCmd, m.Go, r, label)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
-		m.Actions["recipe "+r.Name] = built
+		m.Actions["recipe "+r.Name] = recBuilt
 		m.Recipes = append(m.Recipes, RecipeRecord{Name: r.Name, Source: r.ModVersion()})
 		for _, name := range r.BinaryNames() {
 			bins[name] = rec.Binaries[name]
 			binRecipe[name] = r
 			fi, err := os.Stat(s.BlobPath(rec.Binaries[name]))
 			if err != nil {
-				return nil, fmt.Errorf("recipe %s: binary %s: %w", r.Name, name, err)
+				return fail(fmt.Errorf("recipe %s: binary %s: %w", r.Name, name, err))
 			}
 			m.Binaries = append(m.Binaries, Binary{Name: name, Recipe: r.Name, Digest: rec.Binaries[name], Size: fi.Size()})
 		}
@@ -199,36 +217,20 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if kr, ok := binRecipe["kubeadm"]; ok {
 		m.KubernetesVersion = kr.Version
 		if err := checkKubeadmImages(ctx, s.BlobPath(bins["kubeadm"]), kr.Version, opts.Spec.Images); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 
-	images := make([]ocibuild.Image, len(opts.Spec.Images))
-	built := make([]bool, len(images))
-	// Images of Debian roots and the artifacts, one at a time: each runs
-	// mmdebstrap, which shares the .deb cache.
-	for i := range opts.Spec.Images {
-		im := &opts.Spec.Images[i]
-		if im.Debian == nil || im.KindNode != nil {
-			continue
-		}
-		var root record.Root
-		var err error
-		images[i], root, built[i], err = buildDebianImage(ctx, opts, im)
-		if err != nil {
-			return nil, err
-		}
-		m.SetRoot(im.Ref, root)
+	deb := <-debianDone
+	if deb.err != nil {
+		return nil, deb.err
 	}
-	for i := range opts.Spec.Artifacts {
-		a := &opts.Spec.Artifacts[i]
-		art, root, b, err := buildArtifact(ctx, opts, a)
-		if err != nil {
-			return nil, err
-		}
-		m.Actions["artifact "+a.Name] = b
-		m.Artifacts = append(m.Artifacts, art)
-		m.SetRoot(a.Name, root)
+	for _, r := range deb.roots {
+		m.SetRoot(r.name, r.root)
+	}
+	for _, a := range deb.artifacts {
+		m.Actions["artifact "+a.Name] = a.built
+		m.Artifacts = append(m.Artifacts, a.Artifact)
 	}
 	pkgsByImage := make([][]debs.Package, len(opts.Spec.Images))
 	for i, im := range opts.Spec.Images {
@@ -293,6 +295,59 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Dir: dir, Manifest: m}, nil
+}
+
+// debianParts is what the Debian roots made: each root's record by image
+// ref or artifact name, and the artifacts in the recipes' order.
+type debianParts struct {
+	roots []struct {
+		name string
+		root record.Root
+	}
+	artifacts []struct {
+		record.Artifact
+		built bool
+	}
+	err error
+}
+
+// buildDebianParts builds the images of Debian roots (into their entries
+// of images and built) and the artifacts, one at a time: each runs
+// mmdebstrap, which shares the .deb cache.
+func buildDebianParts(ctx context.Context, opts Options, images []ocibuild.Image, built []bool) debianParts {
+	var d debianParts
+	addRoot := func(name string, root record.Root) {
+		d.roots = append(d.roots, struct {
+			name string
+			root record.Root
+		}{name, root})
+	}
+	for i := range opts.Spec.Images {
+		im := &opts.Spec.Images[i]
+		if im.Debian == nil || im.KindNode != nil {
+			continue
+		}
+		var root record.Root
+		images[i], root, built[i], d.err = buildDebianImage(ctx, opts, im)
+		if d.err != nil {
+			return d
+		}
+		addRoot(im.Ref, root)
+	}
+	for i := range opts.Spec.Artifacts {
+		a := &opts.Spec.Artifacts[i]
+		art, root, b, err := buildArtifact(ctx, opts, a)
+		if err != nil {
+			d.err = err
+			return d
+		}
+		d.artifacts = append(d.artifacts, struct {
+			record.Artifact
+			built bool
+		}{art, b})
+		addRoot(a.Name, root)
+	}
+	return d
 }
 
 // buildRecipe returns the cached binaries of a recipe, building them first
