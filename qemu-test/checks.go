@@ -194,17 +194,16 @@ func (m *Machine) kubeGet(ctx context.Context, args string) (*kubeList, error) {
 	return &l, nil
 }
 
-// CheckCluster is scenario 1's proof, run in the guest over SSH: every
-// node Ready; every pod Running with its containers ready; every pod image
-// served by the stick's registry (its access log); and every object the
-// site renders to present. It returns each problem found and the
-// snapshot a reboot must keep.
-func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, []error) {
+// checkNodeAndPods checks that every node is Ready and that every pod
+// (but those of the namespaces except) runs, ready, from images the
+// stick's registry served. It returns each problem found, the nodes'
+// snapshot, and an error when the cluster could not be read.
+func (m *Machine) checkNodeAndPods(ctx context.Context, except ...string) (Snapshot, []error, error) {
 	var errs []error
 	snap := Snapshot{}
 	nodes, err := m.kubeGet(ctx, "nodes")
 	if err != nil {
-		return nil, []error{err}
+		return nil, nil, err
 	}
 	if len(nodes.Items) == 0 {
 		errs = append(errs, errors.New("no nodes"))
@@ -218,7 +217,7 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 
 	pods, err := m.kubeGet(ctx, "pods -A")
 	if err != nil {
-		return nil, append(errs, err)
+		return nil, errs, err
 	}
 	log, err := m.Run(ctx, "cat "+registryAccess)
 	if err != nil {
@@ -232,6 +231,9 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 		errs = append(errs, errors.New("no pods"))
 	}
 	for _, p := range pods.Items {
+		if slices.Contains(except, p.Metadata.Namespace) {
+			continue
+		}
 		name := p.Metadata.Namespace + "/" + p.Metadata.Name
 		if p.Status.Phase != "Running" {
 			errs = append(errs, fmt.Errorf("pod %s is %s, not Running", name, p.Status.Phase))
@@ -269,6 +271,43 @@ func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, 
 		}
 	}
 
+	return snap, errs, nil
+}
+
+// CheckOwnCluster waits up to within for the appliance's own cluster as
+// firstboot's manifests step leaves it: the node Ready, and every pod but
+// Ironic's and the baremetal-operator's (which the metal3 step starts,
+// with the site's provisioning settings) Running from images the stick's
+// registry served. It returns the problems of the last look.
+func (m *Machine) CheckOwnCluster(ctx context.Context, within time.Duration) []error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		_, errs, err := m.checkNodeAndPods(ctx, render.IronicNamespace, render.BMONamespace)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return append(errs, fmt.Errorf("still so after %s of waiting", within))
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// CheckCluster is scenario 1's proof, run in the guest over SSH: every
+// node Ready; every pod Running with its containers ready; every pod image
+// served by the stick's registry (its access log); and every object the
+// site renders to present. It returns each problem found and the
+// snapshot a reboot must keep.
+func (m *Machine) CheckCluster(ctx context.Context, sitePath string) (Snapshot, []error) {
+	snap, errs, err := m.checkNodeAndPods(ctx)
+	if err != nil {
+		return nil, append(errs, err)
+	}
 	if sitePath == "" {
 		return snap, append(errs, errors.New("no site file to check the site's objects against (set "+EnvSite+")"))
 	}
