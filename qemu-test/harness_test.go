@@ -84,17 +84,18 @@ func TestConsole(t *testing.T) {
 		t.Errorf("Tail(1) = %q", c.Tail(1))
 	}
 
-	// Wait sees a line fed after it started, and honours from.
+	// Wait sees a line fed after from, whether it comes before or after
+	// the wait begins, and honours from.
 	re := regexp.MustCompile(`firstboot: done in`)
 	res := make(chan Line, 1)
+	from := c.Len()
 	go func() {
-		l, err := c.Wait(context.Background(), re, c.Len(), nil)
+		l, err := c.Wait(context.Background(), re, from, nil)
 		if err != nil {
 			t.Error(err)
 		}
 		res <- l
 	}()
-	time.Sleep(50 * time.Millisecond)
 	c.feed([]byte("firstboot[1]: firstboot: done in 5m\n"), 9*time.Second)
 	select {
 	case l := <-res:
@@ -128,7 +129,12 @@ func TestFollowConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * pollInterval)
+	// The follower has read the file once, "two" with no end of line yet.
+	first, cancelFirst := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelFirst()
+	if _, err := c.Wait(first, regexp.MustCompile(`^one$`), 0, nil); err != nil {
+		t.Fatal(err)
+	}
 	f.WriteString(" three\n")
 	f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -343,7 +343,23 @@ func TestCorruptedBlobIsNeverServedWhole(t *testing.T) {
 		t.Errorf("a good image next to a corrupted one does not pull: %v", err)
 	}
 
-	time.Sleep(50 * time.Millisecond) // the aborted handlers log as they unwind
+	// The aborted handlers record and log the corruption as they unwind,
+	// after the client has its failed answer: wait for both records.
+	loggedCorrupt := func() bool {
+		for _, e := range access.entries(t) {
+			if e.Digest == ldigest.String() && strings.Contains(e.Error, "corrupted") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.Corrupted()) < 2 || !loggedCorrupt() {
+		if time.Now().After(deadline) {
+			break // the checks below say what is missing
+		}
+		time.Sleep(5 * time.Millisecond) // polling the two records
+	}
 	got := map[string]bool{}
 	for _, c := range s.Corrupted() {
 		got[c.Digest] = true
@@ -354,13 +370,7 @@ func TestCorruptedBlobIsNeverServedWhole(t *testing.T) {
 	if !got[ldigest.String()] || !got[cfgDigest.String()] || len(*corrupt) != 2 {
 		t.Errorf("Corrupted() = %v, OnCorrupt got %d; want both %s and %s once", s.Corrupted(), len(*corrupt), ldigest, cfgDigest)
 	}
-	var logged bool
-	for _, e := range access.entries(t) {
-		if e.Digest == ldigest.String() && strings.Contains(e.Error, "corrupted") {
-			logged = true
-		}
-	}
-	if !logged {
+	if !loggedCorrupt() {
 		t.Error("the access log does not name the corrupted blob")
 	}
 }
