@@ -48,8 +48,9 @@ iso: deps toolchain $(FIRSTBOOT)
 # the compute image's BIOS and UEFI boots, host mode (Journey A, the
 # application cluster, the firmware test, kind mode), the four-mode smoke
 # boot, and qemu-test's scenario 1 (the real stick cold booted in QEMU
-# through a whole first boot). Integration tests read the toolchain from
-# $(CACHE). `make e2e` runs the other scenarios.
+# until its own cluster is up). Integration tests read the toolchain from
+# $(CACHE). `make e2e` runs scenario 1 to a done first boot and the other
+# scenarios.
 test: deps toolchain
 	GO=$(GO) OUT=$(OUT) bash .ci/test-tiers
 
