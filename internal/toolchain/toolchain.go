@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -225,13 +226,11 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	if deb.err != nil {
 		return nil, deb.err
 	}
-	for _, r := range deb.roots {
-		m.SetRoot(r.name, r.root)
+	for name, root := range deb.m.Roots {
+		m.SetRoot(name, root)
 	}
-	for _, a := range deb.artifacts {
-		m.Actions["artifact "+a.Name] = a.built
-		m.Artifacts = append(m.Artifacts, a.Artifact)
-	}
+	maps.Copy(m.Actions, deb.m.Actions)
+	m.Artifacts = append(m.Artifacts, deb.m.Artifacts...)
 	pkgsByImage := make([][]debs.Package, len(opts.Spec.Images))
 	for i, im := range opts.Spec.Images {
 		pkgs, err := debs.Resolve(ctx, im.Debs)
@@ -297,17 +296,10 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	return &Result{Dir: dir, Manifest: m}, nil
 }
 
-// debianParts is what the Debian roots made: each root's record by image
-// ref or artifact name, and the artifacts in the recipes' order.
+// debianParts is what the Debian roots made: their records (roots,
+// artifacts and actions) in a manifest of their own, and the first error.
 type debianParts struct {
-	roots []struct {
-		name string
-		root record.Root
-	}
-	artifacts []struct {
-		record.Artifact
-		built bool
-	}
+	m   Manifest
 	err error
 }
 
@@ -315,13 +307,7 @@ type debianParts struct {
 // of images and built) and the artifacts, one at a time: each runs
 // mmdebstrap, which shares the .deb cache.
 func buildDebianParts(ctx context.Context, opts Options, images []ocibuild.Image, built []bool) debianParts {
-	var d debianParts
-	addRoot := func(name string, root record.Root) {
-		d.roots = append(d.roots, struct {
-			name string
-			root record.Root
-		}{name, root})
-	}
+	d := debianParts{m: Manifest{Actions: map[string]bool{}}}
 	for i := range opts.Spec.Images {
 		im := &opts.Spec.Images[i]
 		if im.Debian == nil || im.KindNode != nil {
@@ -332,20 +318,20 @@ func buildDebianParts(ctx context.Context, opts Options, images []ocibuild.Image
 		if d.err != nil {
 			return d
 		}
-		addRoot(im.Ref, root)
+		d.m.SetRoot(im.Ref, root)
 	}
 	for i := range opts.Spec.Artifacts {
 		a := &opts.Spec.Artifacts[i]
-		art, root, b, err := buildArtifact(ctx, opts, a)
-		if err != nil {
-			d.err = err
+		var art record.Artifact
+		var root record.Root
+		var b bool
+		art, root, b, d.err = buildArtifact(ctx, opts, a)
+		if d.err != nil {
 			return d
 		}
-		d.artifacts = append(d.artifacts, struct {
-			record.Artifact
-			built bool
-		}{art, b})
-		addRoot(a.Name, root)
+		d.m.Actions["artifact "+a.Name] = b
+		d.m.Artifacts = append(d.m.Artifacts, art)
+		d.m.SetRoot(a.Name, root)
 	}
 	return d
 }
