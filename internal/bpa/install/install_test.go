@@ -104,7 +104,6 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// TestCACertHash matches kubeadm's: sha256 over the public key info.
 // TestCACertHash hashes a fixed CA certificate (testdata/ca.crt) and
 // compares with the hash kubeadm's documentation computes for it with
 // openssl, which kubeadm join's --discovery-token-ca-cert-hash takes:
