@@ -282,20 +282,17 @@ func (m *Machine) checkNodeAndPods(ctx context.Context, except ...string) (Snaps
 func (m *Machine) CheckOwnCluster(ctx context.Context, within time.Duration) []error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	for {
+	errs, _ := recheck(ctx, within, 5*time.Second, func() []error {
 		_, errs, err := m.checkNodeAndPods(ctx, render.IronicNamespace, render.BMONamespace)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if len(errs) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return append(errs, fmt.Errorf("still so after %s of waiting", within))
-		case <-time.After(5 * time.Second):
-		}
+		return errs
+	})
+	if len(errs) > 0 {
+		errs = append(errs, fmt.Errorf("still so after %s of waiting", within))
 	}
+	return errs
 }
 
 // CheckCluster is scenario 1's proof, run in the guest over SSH: every
@@ -450,15 +447,28 @@ func (m *Machine) CheckHostKey(ctx context.Context) []error {
 // back on their own (kubelet restarts them) after it reports done. It
 // returns the last check's findings and how long the pods took.
 func (m *Machine) CheckSettled(ctx context.Context, sitePath string, within time.Duration) (Snapshot, []error, time.Duration) {
+	var snap Snapshot
+	errs, took := recheck(ctx, within, 15*time.Second, func() []error {
+		var errs []error
+		snap, errs = m.CheckCluster(ctx, sitePath)
+		return errs
+	})
+	return snap, errs, took
+}
+
+// recheck runs check every so often until it finds nothing wrong, within
+// has passed or ctx ends. It returns the last check's findings and how
+// long the checks took.
+func recheck(ctx context.Context, within, every time.Duration, check func() []error) ([]error, time.Duration) {
 	start := time.Now()
 	for {
-		snap, errs := m.CheckCluster(ctx, sitePath)
+		errs := check()
 		if len(errs) == 0 || time.Since(start) > within || ctx.Err() != nil {
-			return snap, errs, time.Since(start)
+			return errs, time.Since(start)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(15 * time.Second):
+		case <-time.After(every):
 		}
 	}
 }
