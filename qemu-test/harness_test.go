@@ -287,3 +287,28 @@ func TestGivenStick(t *testing.T) {
 		})
 	}
 }
+
+// lastWords gives the kernel's trouble lines when there are any, else
+// the console's last lines: what a stopped machine's failure says.
+func TestLastWords(t *testing.T) {
+	at := func(s int, text string) Line { return Line{At: time.Duration(s) * time.Second, Text: text} }
+	quiet := []Line{at(1, "a"), at(2, "b"), at(3, "c"), at(4, "d"), at(5, "e"), at(6, "f")}
+	if got, want := lastWords(quiet), "its last console lines: 2.0s b | 3.0s c | 4.0s d | 5.0s e | 6.0s f"; got != want {
+		t.Errorf("lastWords(quiet) = %q, want %q", got, want)
+	}
+	panicked := append(quiet, at(170, "[  160.1] BUG: kernel NULL pointer dereference, address: 0000000000000008"),
+		at(171, "[  160.2] RIP: 0010:do_something+0x1/0x2"), at(172, "[  160.3] Kernel panic - not syncing: Fatal exception"),
+		at(173, "[  160.4] Rebooting in 10 seconds.."), at(174, "g"))
+	got := lastWords(panicked)
+	for _, want := range []string{"the kernel said: ", "170.0s [  160.1] BUG: kernel NULL pointer", "Kernel panic - not syncing", "Rebooting in 10 seconds"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lastWords(panicked) = %q, want it to hold %q", got, want)
+		}
+	}
+	if strings.Contains(got, "6.0s f") {
+		t.Errorf("lastWords(panicked) = %q: it gives the last lines though the kernel said why", got)
+	}
+	if got := lastWords(nil); got != "the console stayed silent" {
+		t.Errorf("lastWords(nil) = %q", got)
+	}
+}

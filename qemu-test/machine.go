@@ -129,7 +129,51 @@ func (m *Machine) Since() time.Duration { return time.Since(m.PowerOn) }
 func (m *Machine) WaitConsole(ctx context.Context, re *regexp.Regexp, timeout time.Duration) (Line, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return m.Console.Wait(ctx, re, 0, m.VM.Done())
+	l, err := m.Console.Wait(ctx, re, 0, m.VM.Done())
+	if err != nil {
+		return l, m.offWhy(err)
+	}
+	return l, nil
+}
+
+// offWhy adds why the machine stopped to err, when it has: QEMU's exit
+// status and the guest's last words, so that a failure's one-line summary
+// (all that CI's excerpt may keep) says whether the guest panicked,
+// rebooted or powered off. Once kubelet runs, the guest panics on any
+// kernel oops and reboots 10 s later (kubelet sets kernel.panic_on_oops=1
+// and kernel.panic=10); QEMU runs with -no-reboot, so that is a stop.
+func (m *Machine) offWhy(err error) error {
+	select {
+	case <-m.VM.Done():
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (QEMU: %s; %s)", err, m.VM.ExitStatus(), lastWords(m.Console.Lines()))
+}
+
+// kernelTrouble matches the kernel's lines on a crash, panic or reset.
+var kernelTrouble = regexp.MustCompile(`Kernel panic|Oops|BUG:|general protection fault|invalid opcode|RIP: |Rebooting in|reboot: |Out of memory|Killed process|watchdog: `)
+
+// lastWords is what the guest said last: its kernel's lines on trouble
+// (the first 8), else its last 5 console lines.
+func lastWords(lines []Line) string {
+	var trouble []string
+	for _, l := range lines {
+		if kernelTrouble.MatchString(l.Text) {
+			trouble = append(trouble, fmt.Sprintf("%.1fs %s", l.At.Seconds(), l.Text))
+		}
+	}
+	if len(trouble) > 0 {
+		return "the kernel said: " + strings.Join(trouble[:min(len(trouble), 8)], " | ")
+	}
+	if len(lines) == 0 {
+		return "the console stayed silent"
+	}
+	var last []string
+	for _, l := range lines[max(0, len(lines)-5):] {
+		last = append(last, fmt.Sprintf("%.1fs %s", l.At.Seconds(), l.Text))
+	}
+	return "its last console lines: " + strings.Join(last, " | ")
 }
 
 // Connect logs in as root over SSH, retrying until timeout: sshd and the
@@ -167,7 +211,7 @@ func (m *Machine) Connect(ctx context.Context, timeout time.Duration) (*ssh.Clie
 		case <-ctx.Done():
 			return nil, fmt.Errorf("logging in over SSH: %w (last: %v)", ctx.Err(), last)
 		case <-m.VM.Done():
-			return nil, fmt.Errorf("the machine stopped before SSH came up (last: %v)", last)
+			return nil, m.offWhy(fmt.Errorf("the machine stopped before SSH came up (last: %v)", last))
 		case <-time.After(3 * time.Second):
 		}
 	}
