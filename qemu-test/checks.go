@@ -404,6 +404,25 @@ func (m *Machine) CheckTransientUnits(ctx context.Context) []error {
 	return errs
 }
 
+// CheckKernel checks that the guest's kernel log holds no fault (see
+// kernelFault): it names the first 5 such lines.
+func (m *Machine) CheckKernel(ctx context.Context) []error {
+	out, err := m.Run(ctx, "dmesg")
+	if err != nil {
+		return []error{fmt.Errorf("reading the kernel log: %w", err)}
+	}
+	var faults []string
+	for _, line := range strings.Split(out, "\n") {
+		if kernelFault.MatchString(line) {
+			faults = append(faults, line)
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return []error{fmt.Errorf("the kernel logged %d faults; the first: %s", len(faults), strings.Join(faults[:min(len(faults), 5)], " | "))}
+}
+
 // CheckHostKey checks that sshd shows the machine's own host key: the one
 // the SSH client saw is the one kept on the data disk, and none of the
 // keys built into the stick's file systems.

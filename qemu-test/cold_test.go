@@ -171,6 +171,9 @@ func checkAppliance(t *testing.T, ctx context.Context, run *Run, m *Machine) {
 	for _, err := range m.CheckHostKey(ctx) {
 		run.Errorf("%v", err)
 	}
+	for _, err := range m.CheckKernel(ctx) {
+		run.Errorf("%v", err)
+	}
 	// The test site names no gateway (slirp's network, restrict=on, has no
 	// router): the appliance comes up on its provisioning address.
 	t.Run("NoRouter", func(t *testing.T) {

@@ -151,8 +151,13 @@ func (m *Machine) offWhy(err error) error {
 	return fmt.Errorf("%w (QEMU: %s; %s)", err, m.VM.ExitStatus(), lastWords(m.Console.Lines()))
 }
 
-// kernelTrouble matches the kernel's lines on a crash, panic or reset.
-var kernelTrouble = regexp.MustCompile(`Kernel panic|Oops|BUG:|general protection fault|invalid opcode|RIP: |Rebooting in|reboot: |Out of memory|Killed process|watchdog: `)
+// kernelFault matches a kernel's lines on a fault, a warning with a
+// trace, a NIC's stalled transmit queue or running out of memory: what
+// a healthy appliance's kernel log never holds.
+var kernelFault = regexp.MustCompile(`Kernel panic|Oops|BUG:|general protection fault|invalid opcode|WARNING: CPU|NETDEV WATCHDOG|Out of memory`)
+
+// kernelTrouble adds to kernelFault the kernel's lines on its way down.
+var kernelTrouble = regexp.MustCompile(kernelFault.String() + `|RIP: |Rebooting in|reboot: |Killed process|watchdog: `)
 
 // lastWords is what the guest said last: its kernel's lines on trouble
 // (the first 8), else its last 5 console lines.

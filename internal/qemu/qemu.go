@@ -190,8 +190,12 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		// Fixed PCI slots and MACs: the guest names the NICs NICName and
 		// ProvisioningNICName in every boot mode (a USB controller would
 		// shift a free slot). The second NIC is the provisioning network:
-		// a virtual site's tap, or a hub with no other port, so nothing
-		// answers there.
+		// a virtual site's tap, or a switch with nothing else on it, so
+		// nothing answers there. That switch is a hub with a second port
+		// that has no peer: the hub takes every frame and the port drops
+		// it. A hub with the NIC's port alone never takes a frame, and
+		// the guest's transmit queue then stalls for good (its kernel logs
+		// a NETDEV WATCHDOG timeout every 5 s).
 		args = append(args,
 			"-netdev", fmt.Sprintf("user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", o.HostPort, o.GuestPort),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,addr=%#x,mac=%s", nicSlot, NICMAC),
@@ -199,7 +203,7 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		if o.ProvisioningTap != nil {
 			args = append(args, "-netdev", "tap,id=net1,fd=3") // ExtraFiles[0]
 		} else {
-			args = append(args, "-netdev", "hubport,id=net1,hubid=1")
+			args = append(args, "-netdev", "hubport,id=net1,hubid=1", "-netdev", "hubport,id=drop1,hubid=1")
 		}
 	} else {
 		args = append(args, "-nic", "none")
