@@ -1,7 +1,6 @@
 package firstboot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/bootstick/bootstick/internal/iso"
 
 	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site/sitetest"
 )
 
 // runCLI runs firstboot with args and returns the exit code, stdout and
@@ -46,55 +46,37 @@ func testBundle(t *testing.T) string {
 	return dir
 }
 
-const badDir = "../../internal/site/testdata/bad"
-
-// TestValidateBadSites runs every bad site file of internal/site through
-// the command line: exit code 1, the expected field path on stderr, no
-// panic.
+// TestValidateBadSites runs every bad site of internal/site/sitetest
+// through the command line: exit code 1, the expected text on stderr,
+// nothing on stdout, no panic.
 func TestValidateBadSites(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(badDir, "*.yaml"))
+	sites, err := sitetest.Write(t.TempDir(), "../../internal/site/testdata/good.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 30 {
-		t.Fatalf("only %d bad site files", len(files))
+	if len(sites) < 125 {
+		t.Fatalf("only %d bad sites", len(sites))
 	}
 	bundle := testBundle(t)
-	for _, f := range files {
-		want := wantLine(t, f)
+	for _, s := range sites {
 		for _, cmd := range []string{"validate", "render"} {
-			t.Run(cmd+"/"+strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
-				code, out, errs := runCLI(t, cmd, "--site", f, "--bundle", bundle)
+			t.Run(cmd+"/"+s.Name, func(t *testing.T) {
+				code, out, errs := runCLI(t, cmd, "--site", s.Path, "--bundle", bundle)
 				if code != 1 {
-					t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errs)
+					t.Fatalf("%s: exit code %d, want 1; stderr:\n%s", s.Path, code, errs)
 				}
-				if !strings.Contains(errs, want) {
-					t.Fatalf("stderr:\n%s\nwant it to name %q", errs, want)
+				if !strings.Contains(errs, s.Want) {
+					t.Fatalf("%s: stderr:\n%s\nwant it to name %q", s.Path, errs, s.Want)
 				}
 				if out != "" {
-					t.Fatalf("printed to stdout for a bad site:\n%s", out)
+					t.Fatalf("%s: printed to stdout for a bad site:\n%s", s.Path, out)
 				}
 				if strings.Contains(errs, "panic") || strings.Contains(errs, "goroutine ") {
-					t.Fatalf("panicked:\n%s", errs)
+					t.Fatalf("%s: panicked:\n%s", s.Path, errs)
 				}
 			})
 		}
 	}
-}
-
-func wantLine(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
-	want, ok := strings.CutPrefix(strings.TrimSpace(line), "# want: ")
-	if !ok {
-		t.Fatalf("%s: no '# want:' line", path)
-	}
-	return want
 }
 
 // TestKernelSettingsOnTheStick: every kernel setting firstboot's

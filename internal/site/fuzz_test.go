@@ -3,27 +3,35 @@ package site_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/site/sitetest"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
 
 // FuzzLoad feeds the loader arbitrary bytes: it must never panic, and a
 // site it accepts must render and pass the baremetal-operator's webhook.
 func FuzzLoad(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/bad/*.yaml")
-	seeds = append(seeds, "testdata/good.yaml", "../../examples/site.yaml")
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
+	good, err := os.ReadFile("testdata/good.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	example, err := os.ReadFile("../../examples/site.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range sitetest.Cases {
+		b, err := c.Apply(good)
 		if err != nil {
-			f.Fatal(err)
+			f.Fatalf("bad site %s: %v", c.Name, err)
 		}
 		f.Add(b)
 	}
+	f.Add(good)
+	f.Add(example)
 	key, err := sshkeys.Generate(nil)
 	if err != nil {
 		f.Fatal(err)

@@ -1,11 +1,11 @@
 package site
 
 import (
-	"bufio"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/site/sitetest"
 )
 
 var testImages = []BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("ab", 32), Format: "qcow2"},
@@ -39,60 +39,37 @@ func TestExampleSite(t *testing.T) {
 	}
 }
 
-// BadSite is one file of testdata/bad: its first line says what the error
-// must contain ("# want: hosts[0].bmc.address").
-type BadSite struct {
-	Name, Path, Want string
-}
-
-// BadSites lists testdata/bad. The cli test in internal/firstboot uses it too.
-func BadSites(t testing.TB, dir string) []BadSite {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+// TestBadSites loads every bad site of sitetest: each is refused with an
+// error that starts with the file's name, names what is wrong, gives the
+// line of a field's problem and shows no password.
+func TestBadSites(t *testing.T) {
+	sites, err := sitetest.Write(t.TempDir(), "testdata/good.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []BadSite
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(fh).ReadString('\n')
-		fh.Close()
-		want, ok := strings.CutPrefix(strings.TrimSpace(line), "# want: ")
-		if !ok {
-			t.Fatalf("%s: first line must be '# want: FIELD.PATH'", f)
-		}
-		out = append(out, BadSite{Name: strings.TrimSuffix(filepath.Base(f), ".yaml"), Path: f, Want: want})
+	if len(sites) < 125 {
+		t.Fatalf("only %d bad sites", len(sites))
 	}
-	if len(out) < 30 {
-		t.Fatalf("only %d bad site files in %s", len(out), dir)
-	}
-	return out
-}
-
-func TestBadSites(t *testing.T) {
-	for _, tc := range BadSites(t, "testdata/bad") {
+	for _, tc := range sites {
 		t.Run(tc.Name, func(t *testing.T) {
 			_, err := Load(tc.Path, Options{BundledImages: testImages})
 			if err == nil {
-				t.Fatalf("Load succeeded, want an error naming %q", tc.Want)
+				t.Fatalf("%s: Load succeeded, want an error naming %q", tc.Path, tc.Want)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, tc.Want) {
-				t.Fatalf("error:\n%s\nwant it to name %q", msg, tc.Want)
+				t.Fatalf("%s: error:\n%s\nwant it to name %q", tc.Path, msg, tc.Want)
 			}
 			if !strings.HasPrefix(msg, tc.Path) {
-				t.Errorf("error does not start with the file name:\n%s", msg)
+				t.Errorf("%s: error does not start with the file name:\n%s", tc.Path, msg)
 			}
 			// A field path problem comes with its line.
 			if strings.Contains(msg, "problem") && !strings.Contains(msg, "line ") {
-				t.Errorf("error has no line:\n%s", msg)
+				t.Errorf("%s: error has no line:\n%s", tc.Path, msg)
 			}
 			for _, pw := range testPasswords {
 				if strings.Contains(msg, pw) {
-					t.Errorf("error leaks a password:\n%s", msg)
+					t.Errorf("%s: error leaks a password:\n%s", tc.Path, msg)
 				}
 			}
 		})
