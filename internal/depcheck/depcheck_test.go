@@ -1,6 +1,8 @@
 // Package depcheck keeps the two programs apart: firstboot (on the stick)
 // links none of the builder, and mkusb (the builder) links none of the
-// cluster code. go-containerregistry's depcheck is the model.
+// cluster code. It also keeps the cluster client on its floor: kube knows
+// no site, rendered object or metal3 and BPA kind. go-containerregistry's
+// depcheck is the model.
 package depcheck
 
 import (
@@ -15,12 +17,13 @@ import (
 const module = "github.com/bootstick/bootstick/"
 
 var rules = []struct {
-	main      string
+	// pkg is a program or a package, below the module.
+	pkg       string
 	forbidden []string
 	why       string
 }{
 	{
-		main: "cmd/firstboot",
+		pkg: "cmd/firstboot",
 		forbidden: []string{"internal/stick", "internal/toolchain", "internal/gobuild", "internal/rootfs", "internal/iso",
 			"internal/fetch", "internal/payload", "internal/usbwrite", "internal/recipes", "internal/ocibuild", "internal/preflight"},
 		why: "firstboot runs on the stick: the builder's code does not belong in it",
@@ -30,12 +33,19 @@ var rules = []struct {
 		// talks to a cluster comes in with it, neither our own packages
 		// nor client-go's clients, REST mapper and kubeconfig loading, nor
 		// kind.
-		main: "cmd/mkusb",
-		forbidden: []string{"internal/kube", "internal/kindcluster", "internal/sitestep", "internal/firstboot", "internal/supervise",
+		pkg: "cmd/mkusb",
+		forbidden: []string{"internal/kube", "internal/hoststate", "internal/kindcluster", "internal/sitestep", "internal/firstboot", "internal/supervise",
 			"k8s.io/client-go/dynamic/...", "k8s.io/client-go/restmapper", "k8s.io/client-go/discovery/cached/...",
 			"k8s.io/client-go/tools/clientcmd", "k8s.io/client-go/kubernetes/...", "k8s.io/client-go/rest",
 			"sigs.k8s.io/controller-runtime/pkg/client/...", "sigs.k8s.io/kind/..."},
 		why: "mkusb builds sticks offline: it never talks to a cluster",
+	},
+	{
+		// kube applies, waits and lists; the read models of the site's
+		// kinds (hoststate) and the rendering of its objects build on it.
+		pkg:       "internal/kube",
+		forbidden: []string{"internal/render", "internal/site", "internal/bpa/...", "github.com/metal3-io/..."},
+		why:       "kube is a plain client: it knows no site and no kind of metal3's or the BPA's",
 	},
 }
 
@@ -44,9 +54,9 @@ func TestDependencies(t *testing.T) {
 		t.Skip("needs the go command to list dependencies")
 	}
 	for _, r := range rules {
-		out, err := command.Output(context.Background(), command.Options{}, "go", "list", "-deps", module+r.main)
+		out, err := command.Output(context.Background(), command.Options{}, "go", "list", "-deps", module+r.pkg)
 		if err != nil {
-			t.Fatalf("go list -deps %s: %v", r.main, err)
+			t.Fatalf("go list -deps %s: %v", r.pkg, err)
 		}
 		deps := strings.Fields(string(out))
 		for _, f := range r.forbidden {
@@ -59,7 +69,7 @@ func TestDependencies(t *testing.T) {
 			}
 			for _, d := range deps {
 				if d == path || (below && strings.HasPrefix(d, path+"/")) {
-					t.Errorf("%s imports %s (%s); `go list -deps` shows the chain with -json", r.main, d, r.why)
+					t.Errorf("%s imports %s (%s); `go list -deps` shows the chain with -json", r.pkg, d, r.why)
 				}
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/status"
@@ -91,7 +92,7 @@ func TestBMOFirmwarePathSafe(t *testing.T) {
 	defer stopAgent()
 	fakeAgent(actx, api, map[string]string{name: mac})
 	runToEnd(t, h, iso, sitePath)
-	states, err := c.HostStates(ctx)
+	states, err := hoststate.List(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}

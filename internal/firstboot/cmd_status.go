@@ -16,6 +16,7 @@ import (
 	"github.com/bootstick/bootstick/internal/bmcprobe"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cli"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/render"
@@ -154,18 +155,18 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 		c.Services = append(c.Services, s)
 	}
 	if len(hosts) > 0 {
-		states, err := kc.HostStates(ctx)
+		states, err := hoststate.List(ctx, kc)
 		if err != nil {
 			c.Error = err.Error()
 			return c, out
 		}
-		byName := map[string]kube.HostState{}
+		byName := map[string]hoststate.Host{}
 		for _, s := range states {
 			byName[s.Name] = s
 		}
 		// The BPA's view once a host is provisioned; a cluster without the
 		// BPA's kind (no Provisioning yet) shows none.
-		nodes, _ := kc.ClusterHosts(ctx)
+		nodes, _ := hoststate.ClusterHosts(ctx, kc)
 		for i := range out {
 			if n, ok := nodes[out[i].Name]; ok {
 				out[i].Node, out[i].NodeError = nodeState(n), n.Error

@@ -28,6 +28,7 @@ import (
 	bpacontroller "github.com/bootstick/bootstick/internal/bpa/controller"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/render"
@@ -174,7 +175,7 @@ func TestHostProvision(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- first.Wait() }()
 	var c *kube.Client
-	watch := &hostWatch{last: map[string]kube.HostState{}}
+	watch := &hostWatch{last: map[string]hoststate.Host{}}
 	waitFor(t, ctx, 30*time.Minute, "node-0 inspecting in the first run", func() (bool, string) {
 		select {
 		case err := <-exited:
@@ -444,14 +445,14 @@ func writeSite(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
 }
 
 // hostWatch keeps the last states read of the BareMetalHosts.
-type hostWatch struct{ last map[string]kube.HostState }
+type hostWatch struct{ last map[string]hoststate.Host }
 
 // look reads the hosts' states; on a failed read, the last ones stay.
-func (w *hostWatch) look(ctx context.Context, c *kube.Client) map[string]kube.HostState {
+func (w *hostWatch) look(ctx context.Context, c *kube.Client) map[string]hoststate.Host {
 	if c == nil {
 		return w.last
 	}
-	if states, err := c.HostStates(ctx); err == nil {
+	if states, err := hoststate.List(ctx, c); err == nil {
 		for _, s := range states {
 			w.last[s.Name] = s
 		}
@@ -557,7 +558,7 @@ func waitForThen(t *testing.T, ctx context.Context, timeout time.Duration, what 
 // bmhUIDs are the BareMetalHosts' UIDs by name.
 func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]string {
 	t.Helper()
-	states, err := c.HostStates(ctx)
+	states, err := hoststate.List(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/testctx"
@@ -50,7 +51,7 @@ func TestHostProvisionTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, err := c.HostStates(ctx)
+	states, err := hoststate.List(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/bootstick/bootstick/internal/benchtable"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/render"
@@ -230,7 +231,7 @@ func scaleRun(b *testing.B, h *hostRun, vs *vsite.Site, n int, env map[string]st
 		b.Fatal(err)
 	}
 	res.siteStep = st.Step("site").Duration
-	states, err := c.HostStates(ctx)
+	states, err := hoststate.List(ctx, c)
 	if err != nil {
 		b.Fatal(err)
 	}

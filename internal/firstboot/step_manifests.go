@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/kubeyaml"
 	"github.com/bootstick/bootstick/internal/pipeline"
-	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/manifests"
 )
 
@@ -93,7 +93,7 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, nam
 	if pin != nil {
 		data = bundle.PinImages(data, pin)
 	}
-	objs, err := render.DecodeYAML(bytes.NewReader(data))
+	objs, err := kubeyaml.Decode(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("reading manifest %s: %w", name, err)
 	}

@@ -123,7 +123,11 @@ func metal3Step(n *node) pipeline.Step {
 					maps.Copy(cm.Data, testIronicSettings())
 				}
 			}
-			if err := c.ApplyObjects(ctx, objs); err != nil {
+			us, err := render.Unstructured(objs)
+			if err != nil {
+				return err
+			}
+			if err := c.Apply(ctx, us); err != nil {
 				return err
 			}
 			logctx.From(ctx).Info("Ironic and the baremetal-operator configured", "interface", early.Bootstrap.Provisioning.Interface,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/sitestep"
@@ -68,7 +69,7 @@ func siteStep(n *node) pipeline.Step {
 			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
 				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: sitestep.RegisteringLimit,
 				Progress: func(count string) { pc.Progress("site", count) },
-				OnError: func(h kube.HostState) {
+				OnError: func(h hoststate.Host) {
 					for i := range hosts {
 						if hosts[i].Name == h.Name {
 							hosts[i].LastErrorType, hosts[i].LastError, hosts[i].LastErrorAt = h.ErrorType, h.Error, time.Now().UTC()

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -13,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/kubeyaml"
 )
 
 // Apply server-side-applies the objects in order, as field manager
@@ -29,22 +30,17 @@ func (c *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured) e
 	return nil
 }
 
-// ApplyObjects applies rendered objects.
-func (c *Client) ApplyObjects(ctx context.Context, objs []render.Object) error {
-	us, err := render.Unstructured(objs)
-	if err != nil {
-		return err
-	}
-	return c.Apply(ctx, us)
-}
-
 // ApplyFS applies the named YAML files of fsys in order (e.g. manifests.FS
 // and manifests.Files()).
 func (c *Client) ApplyFS(ctx context.Context, fsys fs.FS, names []string) error {
 	for _, n := range names {
-		objs, err := render.ReadManifest(fsys, n)
+		data, err := fs.ReadFile(fsys, n)
 		if err != nil {
-			return err
+			return fmt.Errorf("reading manifest: %w", err)
+		}
+		objs, err := kubeyaml.Decode(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("reading manifest %s: %w", n, err)
 		}
 		if err := c.Apply(ctx, objs); err != nil {
 			return fmt.Errorf("manifest %s: %w", n, err)

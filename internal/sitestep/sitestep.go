@@ -21,6 +21,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/bpa/install"
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
@@ -115,7 +116,11 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	if err := render.CheckWebhook(objs); err != nil {
 		return nil, fmt.Errorf("site %s: %w", o.Site, err)
 	}
-	if err := c.ApplyObjects(ctx, objs); err != nil {
+	us, err := render.Unstructured(objs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Apply(ctx, us); err != nil {
 		return nil, fmt.Errorf("applying the site's objects: %w", err)
 	}
 	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
@@ -180,7 +185,7 @@ type FollowOptions struct {
 	Progress func(string)
 	// OnError gets a host each time its error message changes to a new
 	// one.
-	OnError func(kube.HostState)
+	OnError func(hoststate.Host)
 }
 
 // Follow watches the BareMetalHosts until each is provisioned or failed:
@@ -188,7 +193,7 @@ type FollowOptions struct {
 // retries) for ErrorSettle, or begun failing a second time. It logs every
 // change of state or error, and returns the last states, each failed host
 // with its last error message.
-func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostState, error) {
+func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.Host, error) {
 	log := logctx.From(ctx)
 	if o.Poll == 0 {
 		o.Poll = 2 * time.Second
@@ -197,13 +202,13 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]kube.HostSt
 	last := map[string]string{}
 	erredSince := map[string]time.Time{}
 	failures := map[string]int{}            // times a host began failing
-	lastSeen := map[string]kube.HostState{} // its last error, kept across retries
+	lastSeen := map[string]hoststate.Host{} // its last error, kept across retries
 	lastCount := ""
 	tick := time.NewTicker(o.Poll)
 	defer tick.Stop()
-	var states []kube.HostState
+	var states []hoststate.Host
 	for {
-		now, err := c.HostStates(ctx)
+		now, err := hoststate.List(ctx, c)
 		if err != nil {
 			log.Warn("reading the hosts' states; trying again", "err", err)
 		} else {
@@ -276,7 +281,7 @@ const RegisteringLimit = 5 * time.Minute
 // or longer with no error counts as failed: the operator reports some
 // failures (Ironic refusing the node) only in its own log. It is empty
 // for any other host, and when limit is zero.
-func StuckRegistering(h kube.HostState, limit time.Duration) string {
+func StuckRegistering(h hoststate.Host, limit time.Duration) string {
 	if limit <= 0 || h.State != "registering" || h.Error != "" || h.ErrorCount > 0 || h.Since.IsZero() || time.Since(h.Since) < limit {
 		return ""
 	}
@@ -286,7 +291,7 @@ func StuckRegistering(h kube.HostState, limit time.Duration) string {
 
 // CountStates counts hosts by state, in the order a host goes through
 // them: "hosts: 1 provisioned, 2 inspecting (1 with an error)".
-func CountStates(states []kube.HostState) string {
+func CountStates(states []hoststate.Host) string {
 	order := []string{"provisioned", "provisioning", "available", "preparing", "inspecting", "registering", "deprovisioning", "deleting", "unmanaged", "externally provisioned", "powering off before delete", ""}
 	n, errs := map[string]int{}, 0
 	for _, h := range states {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
+	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,7 +160,7 @@ func resourceVersions(t *testing.T, ctx context.Context, env *kubetest.Env) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, err := kc.HostStates(ctx)
+	states, err := hoststate.List(ctx, kc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func resourceVersions(t *testing.T, ctx context.Context, env *kubetest.Env) stri
 func metav1ListOptions() metav1.ListOptions { return metav1.ListOptions{} }
 
 func TestCountStates(t *testing.T) {
-	got := CountStates([]kube.HostState{{State: "registering", Error: "x"}, {State: "provisioned"}, {State: "registering"}, {State: ""}, {State: "inspecting"}})
+	got := CountStates([]hoststate.Host{{State: "registering", Error: "x"}, {State: "provisioned"}, {State: "registering"}, {State: ""}, {State: "inspecting"}})
 	want := "hosts: 1 provisioned, 1 inspecting, 2 registering, 1 (none yet) (1 with an error: firstboot status)"
 	if got != want {
 		t.Errorf("CountStates = %q, want %q", got, want)
@@ -185,21 +186,21 @@ func TestCountStates(t *testing.T) {
 func TestStuckRegistering(t *testing.T) {
 	long := time.Now().Add(-6 * time.Minute)
 	for _, c := range []struct {
-		h     kube.HostState
+		h     hoststate.Host
 		stuck bool
 	}{
-		{kube.HostState{State: "registering", Since: long}, true},
-		{kube.HostState{State: "registering", Since: time.Now()}, false},
-		{kube.HostState{State: "registering", Since: long, Error: "x"}, false},
-		{kube.HostState{State: "registering", Since: long, ErrorCount: 1}, false},
-		{kube.HostState{State: "inspecting", Since: long}, false},
-		{kube.HostState{State: "registering"}, false},
+		{hoststate.Host{State: "registering", Since: long}, true},
+		{hoststate.Host{State: "registering", Since: time.Now()}, false},
+		{hoststate.Host{State: "registering", Since: long, Error: "x"}, false},
+		{hoststate.Host{State: "registering", Since: long, ErrorCount: 1}, false},
+		{hoststate.Host{State: "inspecting", Since: long}, false},
+		{hoststate.Host{State: "registering"}, false},
 	} {
 		if got := StuckRegistering(c.h, RegisteringLimit); (got != "") != c.stuck || c.stuck && !strings.Contains(got, "no error reported") {
 			t.Errorf("%+v: %q", c.h, got)
 		}
 	}
-	if got := StuckRegistering(kube.HostState{State: "registering", Since: long}, 0); got != "" {
+	if got := StuckRegistering(hoststate.Host{State: "registering", Since: long}, 0); got != "" {
 		t.Errorf("no limit: %q", got)
 	}
 }

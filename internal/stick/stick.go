@@ -37,6 +37,7 @@ import (
 	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/fetch"
 	"github.com/bootstick/bootstick/internal/iso"
+	"github.com/bootstick/bootstick/internal/kubeyaml"
 	"github.com/bootstick/bootstick/internal/payload"
 	"github.com/bootstick/bootstick/internal/progress"
 	"github.com/bootstick/bootstick/internal/recipes"
@@ -572,7 +573,7 @@ func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.L
 func checkDeployRamdisk(manifests map[string][]byte, l *bundle.Lock) error {
 	bmo := ""
 	for name, data := range manifests {
-		objs, err := render.DecodeYAML(bytes.NewReader(data))
+		objs, err := kubeyaml.Decode(bytes.NewReader(data))
 		if err != nil {
 			return fmt.Errorf("manifests/%s: %w", name, err)
 		}

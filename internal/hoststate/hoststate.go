@@ -1,21 +1,24 @@
-package kube
+// Package hoststate reads the site's hosts as a cluster sees them: each
+// metal3 BareMetalHost's provisioning state, errors and history, and the
+// BPA's view of each host from the site's Provisionings. Status and the
+// site step read hosts through it; it only reads, through a kube.Client.
+package hoststate
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 )
 
-// HostState is one BareMetalHost's state, for firstboot status.
-type HostState struct {
+// Host is one BareMetalHost's state, for firstboot status.
+type Host struct {
 	Name string `json:"name"`
 	// UID is the BareMetalHost's: a host made again gets a new one.
 	UID string `json:"-"`
@@ -68,21 +71,21 @@ func since(st metal3.ProvisioningState, h metal3.OperationHistory) time.Time {
 	return t.Time
 }
 
-var bmhResource = metal3.GroupVersion.WithResource("baremetalhosts")
+var (
+	bmhResource          = metal3.GroupVersion.WithResource("baremetalhosts")
+	provisioningResource = bpa.GroupVersion.WithResource("provisionings")
+)
 
-// HostStates lists the BareMetalHosts of the site namespace, in name order.
-func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
-	list, err := c.dyn.Resource(bmhResource).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
+// List reads the BareMetalHosts of the site namespace, in name order.
+func List(ctx context.Context, c *kube.Client) ([]Host, error) {
+	bmhs, err := kube.List[metal3.BareMetalHost](ctx, c, bmhResource, render.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("listing BareMetalHosts: %w", err)
+		return nil, err
 	}
-	out := make([]HostState, 0, len(list.Items))
-	for _, item := range list.Items {
-		var h metal3.BareMetalHost
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &h); err != nil {
-			return nil, fmt.Errorf("reading BareMetalHost %s: %w", item.GetName(), err)
-		}
-		out = append(out, HostState{
+	out := make([]Host, 0, len(bmhs))
+	for i := range bmhs {
+		h := &bmhs[i]
+		out = append(out, Host{
 			Name:              h.Name,
 			UID:               string(h.UID),
 			Role:              h.Labels[render.LabelRole],
@@ -101,21 +104,15 @@ func (c *Client) HostStates(ctx context.Context) ([]HostState, error) {
 	return out, nil
 }
 
-var provisioningResource = bpa.GroupVersion.WithResource("provisionings")
-
 // ClusterHosts are the BPA's view of each host (by name) of the site's
 // Provisionings: its install state, phases and last error.
-func (c *Client) ClusterHosts(ctx context.Context) (map[string]bpa.HostStatus, error) {
-	list, err := c.dyn.Resource(provisioningResource).Namespace(render.Namespace).List(ctx, metav1.ListOptions{})
+func ClusterHosts(ctx context.Context, c *kube.Client) (map[string]bpa.HostStatus, error) {
+	provs, err := kube.List[bpa.Provisioning](ctx, c, provisioningResource, render.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("listing Provisionings: %w", err)
+		return nil, err
 	}
 	out := map[string]bpa.HostStatus{}
-	for _, item := range list.Items {
-		var p bpa.Provisioning
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err != nil {
-			return nil, fmt.Errorf("reading Provisioning %s: %w", item.GetName(), err)
-		}
+	for _, p := range provs {
 		for _, h := range p.Status.Hosts {
 			out[h.Name] = h
 		}
