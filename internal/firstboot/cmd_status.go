@@ -191,6 +191,10 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 				if why := sitestep.StuckRegistering(s, sitestep.RegisteringLimit); why != "" {
 					out[i].Reason = why
 				}
+				if st := sitestep.StateOf(s); st == sitestep.Waiting {
+					out[i].State = st
+					out[i].Reason = "held back by firstboot until a host at work is provisioned or has failed: bootstrap.provisioningLimit hosts work at once"
+				}
 				if !s.Since.IsZero() {
 					out[i].Since, out[i].SecondsInState = s.Since, time.Since(s.Since).Round(time.Second).Seconds()
 				}

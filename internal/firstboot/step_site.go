@@ -54,7 +54,7 @@ func siteStep(n *node) pipeline.Step {
 			if inst == nil {
 				logctx.From(ctx).Warn("the bundle has no bundle.lock (a bare toolchain layout): it carries no packages, so the BPA will not install the hosts")
 			}
-			hosts, err := sitestep.Apply(ctx, c, sitestep.Options{Site: n.sitePath, Images: images, KeyDir: n.paths.sshKeyDir(),
+			hosts, pacer, err := sitestep.Apply(ctx, c, sitestep.Options{Site: n.sitePath, Images: images, KeyDir: n.paths.sshKeyDir(),
 				AgeIdentity: identity, Install: inst})
 			if err != nil {
 				return err
@@ -67,7 +67,7 @@ func siteStep(n *node) pipeline.Step {
 			// objects again, which creates nothing twice, and goes on
 			// following.
 			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
-				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: sitestep.RegisteringLimit,
+				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: sitestep.RegisteringLimit, Pacer: pacer,
 				Progress: func(count string) { pc.Progress("site", count) },
 				OnError: func(h hoststate.Host) {
 					for i := range hosts {
@@ -84,9 +84,11 @@ func siteStep(n *node) pipeline.Step {
 				return err
 			}
 			log := logctx.From(ctx)
-			pending, provisioned := 0, 0
+			pending, held, provisioned := 0, 0, 0
 			for _, s := range states {
 				switch {
+				case s.State == "" && s.Paused == sitestep.HoldValue:
+					held++
 				case s.State == "":
 					pending++
 				case s.Error != "":
@@ -98,6 +100,9 @@ func siteStep(n *node) pipeline.Step {
 			}
 			if pending > 0 {
 				log.Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
+			}
+			if held > 0 {
+				log.Info(fmt.Sprintf("%d of %d hosts still held back by bootstrap.provisioningLimit: no host at work got done; firstboot status shows them", held, len(states)))
 			}
 			log.Info(fmt.Sprintf("%d of %d hosts provisioned", provisioned, len(states)))
 			return nil

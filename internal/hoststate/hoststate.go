@@ -42,6 +42,9 @@ type Host struct {
 	// Since is when the host entered its state, from the operator's
 	// operation history; zero when unknown.
 	Since time.Time `json:"since,omitzero"`
+	// Paused is the value of the operator's paused annotation: the
+	// operator leaves the host alone while it is there.
+	Paused string `json:"paused,omitempty"`
 	// History is the operator's record of when registration, inspection,
 	// provisioning and deprovisioning started and ended.
 	History metal3.OperationHistory `json:"-"`
@@ -98,6 +101,7 @@ func List(ctx context.Context, c *kube.Client) ([]Host, error) {
 			ErrorCount:        h.Status.ErrorCount,
 			Since:             since(h.Status.Provisioning.State, h.Status.OperationHistory),
 			History:           h.Status.OperationHistory,
+			Paused:            h.Annotations[metal3.PausedAnnotation],
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -41,12 +41,13 @@ type Bootstrap struct {
 	// the system's roots; the stick carries the file.
 	BMCCAFile string `yaml:"bmcCAFile,omitempty"`
 	// ProvisioningLimit is how many hosts Ironic inspects, deploys or
-	// cleans at once (the baremetal-operator's PROVISIONING_LIMIT; 20 when
-	// unset). A small bootstrap machine, or a slow provisioning network,
-	// serves fewer at a time: the others wait in their state until one is
-	// done. BMO does not count hosts booted by virtual media, and checks
-	// the limit per host as it reconciles, so hosts that start together
-	// may pass it together.
+	// cleans at once (20 when unset). A small bootstrap machine, or a slow
+	// provisioning network, serves fewer at a time. firstboot's site step
+	// registers the hosts in waves of this size, every shape counted: the
+	// others wait, paused, and start in the site's order as hosts are
+	// provisioned or fail (sitestep.Pacer). Later work is held to it by
+	// the baremetal-operator's PROVISIONING_LIMIT, which does not count
+	// hosts booted by virtual media.
 	ProvisioningLimit int `yaml:"provisioningLimit,omitempty"`
 	// PodCIDR and ServiceCIDR are the bootstrap machine's own cluster's
 	// ranges (10.244.0.0/16 and 10.96.0.0/12 by default).

@@ -84,16 +84,22 @@ func Load(o Options) (*site.Site, error) {
 
 // Apply loads the site, renders it with the data disk's SSH key and
 // applies every object with server-side apply. Applying again changes
-// nothing. It returns the hosts for status.
-func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
+// nothing. Hosts past bootstrap.provisioningLimit are applied held (see
+// Pacer), which Follow releases. It returns the hosts for status, in the
+// site's order, and the pacer.
+func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, *Pacer, error) {
 	log := logctx.From(ctx)
 	s, err := Load(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	existing, err := hoststate.List(ctx, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the hosts already there: %w", err)
 	}
 	key, created, err := sshkeys.LoadOrGenerate(o.KeyDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if created {
 		log.Info("generated the hosts' SSH key pair", "dir", o.KeyDir, "public", key.Public)
@@ -104,32 +110,41 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, error) {
 	}
 	hostKeys, made, err := sshkeys.LoadOrGenerateHosts(o.KeyDir, names)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(made) > 0 {
 		log.Info("generated SSH host keys", "hosts", strings.Join(made, ", "))
 	}
 	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL, HostKeys: hostKeys, Install: o.Install})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := render.CheckWebhook(objs); err != nil {
-		return nil, fmt.Errorf("site %s: %w", o.Site, err)
+		return nil, nil, fmt.Errorf("site %s: %w", o.Site, err)
 	}
 	us, err := render.Unstructured(objs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	p := &Pacer{c: c, limit: s.Bootstrap.ProvisioningLimit, order: names}
+	if p.limit <= 0 {
+		p.limit = DefaultLimit
+	}
+	p.hold(us, startHeld(names, existing, p.limit))
 	if err := c.Apply(ctx, us); err != nil {
-		return nil, fmt.Errorf("applying the site's objects: %w", err)
+		return nil, nil, fmt.Errorf("applying the site's objects: %w", err)
 	}
 	log.Info(fmt.Sprintf("applied the site: %d objects for %d hosts", len(objs), len(s.Hosts)))
+	if held := p.Held(); len(held) > 0 {
+		log.Info(fmt.Sprintf("%d hosts wait for a slot: bootstrap.provisioningLimit lets %d at work at once", len(held), p.limit),
+			"held", strings.Join(held, ", "))
+	}
 	hosts := make([]Host, 0, len(s.Hosts))
 	for _, h := range s.Hosts {
 		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: site.RedactUserinfo(h.BMC.Address), MAC: h.BootMACAddress,
 			BootMode: h.BootMode})
 	}
-	return hosts, nil
+	return hosts, p, nil
 }
 
 func orNone(s string) string {
@@ -190,6 +205,9 @@ type FollowOptions struct {
 	// OnError gets a host each time its error message changes to a new
 	// one.
 	OnError func(hoststate.Host)
+	// Pacer, from Apply, releases the held hosts as others are done; nil
+	// holds none.
+	Pacer *Pacer
 }
 
 // Follow watches the BareMetalHosts until each is provisioned or failed:
@@ -218,6 +236,7 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.H
 		} else {
 			states = now
 			settled, anyState := 0, false
+			done := map[string]bool{}
 			for i, h := range states {
 				st := h.State + "/" + h.ErrorType + "/" + h.Error
 				if last[h.Name] != st {
@@ -245,18 +264,24 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.H
 				if why := StuckRegistering(h, o.Registering); why != "" {
 					states[i].ErrorType, states[i].Error = "registration error", why
 					settled++
+					done[h.Name] = true
 					continue
 				}
 				switch {
 				case h.State == "provisioned" && !failing:
 					settled++
+					done[h.Name] = true
 				case failing && (time.Since(erredSince[h.Name]) >= o.ErrorSettle || failures[h.Name] >= 2):
 					// The operator retries from the start after some
 					// failures (a deploy that failed is cleaned up and
 					// begun again, its error count reset): a host that
 					// fails twice is failed, however short each error.
 					settled++
+					done[h.Name] = true
 				}
+			}
+			if _, err := o.Pacer.release(ctx, states, func(h hoststate.Host) bool { return done[h.Name] }); err != nil {
+				log.Warn("releasing held hosts; trying again", "err", err)
 			}
 			if count := CountStates(states); count != lastCount && o.Progress != nil {
 				lastCount = count
@@ -293,13 +318,25 @@ func StuckRegistering(h hoststate.Host, limit time.Duration) string {
 		time.Since(h.Since).Round(time.Second))
 }
 
+// Waiting is the state status gives a host the site step holds back.
+const Waiting = "waiting"
+
+// StateOf is a host's state for people: the operator's, or Waiting for a
+// host held back.
+func StateOf(h hoststate.Host) string {
+	if h.State == "" && h.Paused == HoldValue {
+		return Waiting
+	}
+	return h.State
+}
+
 // CountStates counts hosts by state, in the order a host goes through
 // them: "hosts: 1 provisioned, 2 inspecting (1 with an error)".
 func CountStates(states []hoststate.Host) string {
-	order := []string{"provisioned", "provisioning", "available", "preparing", "inspecting", "registering", "deprovisioning", "deleting", "unmanaged", "externally provisioned", "powering off before delete", ""}
+	order := []string{"provisioned", "provisioning", "available", "preparing", "inspecting", "registering", Waiting, "deprovisioning", "deleting", "unmanaged", "externally provisioned", "powering off before delete", ""}
 	n, errs := map[string]int{}, 0
 	for _, h := range states {
-		n[h.State]++
+		n[StateOf(h)]++
 		if h.Error != "" || h.ErrorCount > 0 {
 			errs++
 		}

@@ -16,7 +16,10 @@ import (
 	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/render"
@@ -91,7 +94,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	ctx = logctx.With(ctx, log)
 	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh"), AgeIdentity: filepath.Join(dir, "age", "identity.txt")}
 
-	hosts, err := Apply(ctx, kc, o)
+	hosts, _, err := Apply(ctx, kc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	rv := resourceVersions(t, ctx, env)
 
-	if _, err := Apply(ctx, kc, o); err != nil {
+	if _, _, err := Apply(ctx, kc, o); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.ReadFile(priv); !bytes.Equal(again, key) {
@@ -202,5 +205,144 @@ func TestStuckRegistering(t *testing.T) {
 	}
 	if got := StuckRegistering(hoststate.Host{State: "registering", Since: long}, 0); got != "" {
 		t.Errorf("no limit: %q", got)
+	}
+}
+
+// Against a real kube-apiserver: with bootstrap.provisioningLimit 1, the
+// site step applies the first host of three and holds the others with the
+// baremetal-operator's paused annotation; applying again (a rerun) holds
+// no released host again; Follow releases the next host, in the site's
+// order, only when the one at work is provisioned, and ends once all are.
+func TestProvisioningLimitReleasesInWaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
+	}
+	env := kubetest.Start(t)
+	ctx := context.Background()
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sitePath, _ := writeSite(t, dir, 3)
+	data, _ := os.ReadFile(sitePath)
+	limited := strings.Replace(string(data), "  dataDisk: /dev/vdb\n", "  dataDisk: /dev/vdb\n  provisioningLimit: 1\n", 1)
+	if err := os.WriteFile(sitePath, []byte(limited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh")}
+	paused := func() map[string]string {
+		t.Helper()
+		hs, err := hoststate.List(ctx, kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, h := range hs {
+			out[h.Name] = h.Paused
+		}
+		return out
+	}
+	want := map[string]string{"host-0": "", "host-1": HoldValue, "host-2": HoldValue}
+	_, p, err := Apply(ctx, kc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paused(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("paused annotations after the first apply: %v, want %v", got, want)
+	}
+	if got := CountStates(mustList(t, ctx, kc)); got != "hosts: 2 waiting, 1 (none yet)" {
+		t.Errorf("CountStates = %q", got)
+	}
+
+	// The operator registers host-0; a rerun applies the site again.
+	setState(t, ctx, env, "host-0", "registering")
+	if _, p, err = Apply(ctx, kc, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := paused(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("paused annotations after a rerun: %v, want %v", got, want)
+	}
+
+	type result struct {
+		states []hoststate.Host
+		err    error
+	}
+	followed := make(chan result, 1)
+	progress := make(chan string, 16)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		s, err := Follow(fctx, kc, FollowOptions{Poll: 20 * time.Millisecond, NoOperator: time.Hour, ErrorSettle: time.Hour, Pacer: p,
+			Progress: func(c string) { progress <- c }})
+		followed <- result{s, err}
+	}()
+	// While host-0 is at work, nothing is released: Follow reports each
+	// count after deciding what to release on the same look.
+	for _, st := range []string{"registering", "inspecting"} {
+		setState(t, ctx, env, "host-0", st)
+		for c := <-progress; c != "hosts: 1 "+st+", 2 waiting"; c = <-progress {
+		}
+		if got := paused(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("released while host-0 was %s: %v", st, got)
+		}
+	}
+	go func() { // Follow's later counts are not checked
+		for range progress {
+		}
+	}()
+	for _, n := range []string{"host-0", "host-1", "host-2"} {
+		setState(t, ctx, env, n, "provisioned")
+		want[n] = ""
+		if next := map[string]string{"host-0": "host-1", "host-1": "host-2"}[n]; next != "" {
+			want[next] = ""
+			waitFor(t, func() bool { return paused()[next] == "" })
+			if got := paused(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after %s was provisioned: %v, want %v", n, got, want)
+			}
+			setState(t, ctx, env, next, "inspecting")
+		}
+	}
+	r := <-followed
+	if r.err != nil || len(r.states) != 3 || len(p.Held()) != 0 {
+		t.Fatalf("Follow = %v, %v; still held %v", r.states, r.err, p.Held())
+	}
+}
+
+func mustList(t *testing.T, ctx context.Context, kc *kube.Client) []hoststate.Host {
+	t.Helper()
+	hs, err := hoststate.List(ctx, kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// setState writes a BareMetalHost's provisioning state as the operator
+// does, through the status subresource.
+func setState(t *testing.T, ctx context.Context, env *kubetest.Env, name, state string) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"status":{"errorCount":0,"errorMessage":"","operationalStatus":"OK","poweredOn":true,"provisioning":{"ID":"id-%s","state":%q}}}`, name, state)
+	if _, err := dyn.Resource(metal3.GroupVersion.WithResource("baremetalhosts")).Namespace(render.Namespace).
+		Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("setting %s %s: %v", name, state, err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
