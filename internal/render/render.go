@@ -79,6 +79,20 @@ func UserDataSecretName(host string) string { return host + "-user-data" }
 // NetworkDataSecretName names a host's network-data Secret.
 func NetworkDataSecretName(host string) string { return host + "-network-data" }
 
+// IsHostObject reports whether an object of kind named name is one Render
+// makes for host (labelled LabelHost=host): its BareMetalHost, BMC
+// credentials, user-data or network-data Secret. The site's other objects
+// (the Provisioning, the install ConfigMap, the SSH key) belong to no host.
+func IsHostObject(kind, name, host string) bool {
+	switch kind {
+	case "BareMetalHost":
+		return name == host
+	case "Secret":
+		return name == BMCSecretName(host) || name == UserDataSecretName(host) || name == NetworkDataSecretName(host)
+	}
+	return false
+}
+
 // NetworkDataKey is the key of a network-data Secret that the
 // baremetal-operator reads (for both spec.networkData and
 // spec.preprovisioningNetworkDataName).

@@ -252,3 +252,29 @@ func TestCheckWebhookRefuses(t *testing.T) {
 		}
 	}
 }
+
+// IsHostObject knows every object Render makes for a host (those with
+// the host label), and none of the site's others: site apply prunes by it.
+func TestIsHostObject(t *testing.T) {
+	objs := renderSite3(t)
+	hosts := 0
+	for _, o := range objs {
+		kind, host := o.GetObjectKind().GroupVersionKind().Kind, o.GetLabels()[LabelHost]
+		if host != "" {
+			hosts++
+		}
+		for _, h := range []string{"master-0", "worker-0", "worker-1"} {
+			if got, want := IsHostObject(kind, o.GetName(), h), h == host; got != want {
+				t.Errorf("IsHostObject(%s, %s, %s) = %v, want %v", kind, o.GetName(), h, got, want)
+			}
+		}
+	}
+	if hosts != 10 {
+		t.Errorf("%d objects with the host label, want 10", hosts)
+	}
+	for _, c := range [][3]string{{"Secret", "master-0-kubeconfig", "master-0"}, {"ConfigMap", "master-0", "master-0"}, {"BareMetalHost", "master-00", "master-0"}} {
+		if IsHostObject(c[0], c[1], c[2]) {
+			t.Errorf("IsHostObject%v = true", c)
+		}
+	}
+}

@@ -211,6 +211,8 @@ type Early struct {
 	Bootstrap         Bootstrap   `yaml:"bootstrap"`
 	SSHAuthorizedKeys []string    `yaml:"sshAuthorizedKeys"`
 	Hosts             []EarlyHost `yaml:"hosts"`
+	// Cluster is as written, without defaults.
+	Cluster Cluster `yaml:"cluster"`
 }
 
 // EarlyHost is what Ironic's configuration needs of a host.
