@@ -1,8 +1,9 @@
 // Package depcheck keeps the two programs apart: firstboot (on the stick)
 // links none of the builder, and mkusb (the builder) links none of the
 // cluster code. It also keeps packages on their floor: kube knows no site,
-// rendered object or metal3 and BPA kind, and the registry links nothing
-// but the standard library and the reference parser it names.
+// rendered object or metal3 and BPA kind; the bundle and the completeness
+// check know no site; and the registry links nothing but the standard
+// library and the reference parser it names.
 // go-containerregistry's depcheck is the model.
 package depcheck
 
@@ -50,6 +51,20 @@ var rules = []struct {
 		pkg:       "internal/kube",
 		forbidden: []string{"internal/render", "internal/site", "internal/bpa/...", "github.com/metal3-io/..."},
 		why:       "kube is a plain client: it knows no site and no kind of metal3's or the BPA's",
+	},
+	{
+		// The bundle says what the stick carries (its OS images as
+		// osimage.Image); the site picks from that, never the other way
+		// round. completeness, which the bundle uses to read manifests'
+		// images, takes the site's objects already rendered.
+		pkg:       "internal/bundle",
+		forbidden: []string{"internal/site", "internal/render"},
+		why:       "the bundle knows no site: a site is checked against the bundle, not the bundle against a site",
+	},
+	{
+		pkg:       "internal/completeness",
+		forbidden: []string{"internal/site", "internal/render"},
+		why:       "completeness checks images in objects it is given; the caller renders the site",
 	},
 	{
 		// The registry serves the stick's layout before anything else
