@@ -13,13 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-var testImages = []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"},
+var testImages = []osimage.Image{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"},
 	{Name: "debian-13-compute", File: "debian-13-compute.qcow2", SHA256: strings.Repeat("d1", 32), Format: "qcow2"}}
 
 func testKey(t testing.TB) *sshkeys.KeyPair {

@@ -25,6 +25,7 @@ import (
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
@@ -35,7 +36,7 @@ type Options struct {
 	// Site is the site file.
 	Site string
 	// Images are the bundle's OS images (nil: no bundle known).
-	Images []site.BundledImage
+	Images []osimage.Image
 	// KeyDir keeps the SSH key pair (made there, 0600, when missing).
 	KeyDir string
 	// AgeIdentity is an age identity file; used when it exists.
