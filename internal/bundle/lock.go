@@ -14,12 +14,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/bootstick/bootstick/internal/site"
-
 	"github.com/bootstick/bootstick/internal/atomicfile"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
 	"github.com/bootstick/bootstick/internal/debs"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/toolchain/record"
 )
@@ -605,15 +604,15 @@ func (l *Lock) ImageRefs() map[string]LockedImage {
 
 // BundledImages are the lock's compute OS images (its .qcow2, .raw and
 // .img files under os-images) as a site names them: by base name.
-func (l *Lock) BundledImages() []site.BundledImage {
-	formats := map[string]string{".qcow2": "qcow2", ".raw": "raw", ".img": "raw"}
-	out := []site.BundledImage{}
+func (l *Lock) BundledImages() []osimage.Image {
+	out := []osimage.Image{}
 	for _, f := range l.Files {
-		ext := filepath.Ext(f.Name)
-		if f.Dest != "os-images" || formats[ext] == "" {
+		if f.Dest != "os-images" {
 			continue
 		}
-		out = append(out, site.BundledImage{Name: strings.TrimSuffix(f.Name, ext), File: f.Name, SHA256: f.SHA256.Hex(), Format: formats[ext]})
+		if im, ok := osimage.FromFile(f.Name, f.SHA256.Hex()); ok {
+			out = append(out, im)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

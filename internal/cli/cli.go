@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -24,7 +26,8 @@ import (
 	"github.com/bootstick/bootstick/internal/progress"
 )
 
-// Command is one subcommand.
+// Command is one subcommand. A Name of two words ("site apply") is a
+// subcommand of a group (RegisterGroup), and its Usage starts with both.
 type Command struct {
 	Name  string
 	Usage string // one line: "build [--bundle F] [--output F]"
@@ -50,17 +53,34 @@ type App struct {
 	Name     string
 	Short    string
 	commands map[string]Command
+	groups   map[string]string // group name -> its one-line description
 }
 
-// Register adds a command. It panics on a duplicate name: a programming error.
+// Register adds a command. It panics on a duplicate name, or a command
+// of a group not registered: programming errors.
 func (a *App) Register(c Command) {
 	if a.commands == nil {
 		a.commands = map[string]Command{}
 	}
-	if _, dup := a.commands[c.Name]; dup || c.Name == "version" {
+	if _, dup := a.commands[c.Name]; dup || c.Name == "version" || a.groups[c.Name] != "" {
 		panic("cli: duplicate command " + c.Name)
 	}
+	if g, _, nested := strings.Cut(c.Name, " "); nested && a.groups[g] == "" {
+		panic("cli: command " + c.Name + " of a group not registered")
+	}
 	a.commands[c.Name] = c
+}
+
+// RegisterGroup adds a group of subcommands ("site" for "site apply"),
+// before its commands are registered.
+func (a *App) RegisterGroup(name, short string) {
+	if a.groups == nil {
+		a.groups = map[string]string{}
+	}
+	if _, dup := a.commands[name]; dup || a.groups[name] != "" || short == "" {
+		panic("cli: duplicate or undescribed group " + name)
+	}
+	a.groups[name] = short
 }
 
 // stderrFile is the process's stderr, as Main hands it to Run.
@@ -106,7 +126,9 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", a.Name)
 		return 2
 	}
-	msg := fmt.Sprintf("%s %s: %v\n", a.Name, failed.Name(), err)
+	// The command's name below the program: "apply" of "site apply".
+	name := strings.TrimPrefix(failed.CommandPath(), root.Name()+" ")
+	msg := fmt.Sprintf("%s %s: %v\n", a.Name, name, err)
 	if journal {
 		// Every line of a many-line error (a site's problems) is an error.
 		msg = strings.ReplaceAll(msg[:len(msg)-1], "\n", fmt.Sprintf("\n<%d>", prioErr))
@@ -115,7 +137,11 @@ func (a *App) Run(ctx context.Context, args []string, stderr io.Writer) int {
 	io.WriteString(stderr, msg)
 	var ue *UsageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "usage: %s %s\n", a.Name, a.commands[failed.Name()].Usage)
+		usage := a.commands[name].Usage
+		if usage == "" { // a group named with no or an unknown subcommand
+			usage = name + " COMMAND"
+		}
+		fmt.Fprintf(stderr, "usage: %s %s\n", a.Name, usage)
 		return 2
 	}
 	var ec ExitCoder
@@ -135,9 +161,27 @@ func (a *App) root(failed **cobra.Command) *cobra.Command {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	groups := map[string]*cobra.Command{}
+	for _, g := range slices.Sorted(maps.Keys(a.groups)) {
+		gc := &cobra.Command{Use: g + " COMMAND", Short: a.groups[g], SilenceErrors: true, SilenceUsage: true}
+		gc.RunE = func(cmd *cobra.Command, args []string) error {
+			*failed = cmd
+			if len(args) == 0 {
+				return Usagef("name a command of %s (%s %s --help lists them)", g, a.Name, g)
+			}
+			return Usagef("unknown command %q for %s (%s %s --help lists them)", args[0], g, a.Name, g)
+		}
+		groups[g] = gc
+		root.AddCommand(gc)
+	}
 	for _, n := range names {
 		c := a.commands[n]
-		cc := &cobra.Command{Use: c.Usage, Short: c.Short, SilenceErrors: true, SilenceUsage: true}
+		parent, use := root, c.Usage
+		if g, sub, nested := strings.Cut(n, " "); nested {
+			// cobra's Use starts with the command's own name.
+			parent, use = groups[g], sub+strings.TrimPrefix(c.Usage, n)
+		}
+		cc := &cobra.Command{Use: use, Short: c.Short, SilenceErrors: true, SilenceUsage: true}
 		run := c.Flags(cc.Flags())
 		cc.RunE = func(cmd *cobra.Command, args []string) error {
 			*failed = cmd
@@ -147,7 +191,7 @@ func (a *App) root(failed **cobra.Command) *cobra.Command {
 			*failed = cmd
 			return Usagef("%v", err)
 		})
-		root.AddCommand(cc)
+		parent.AddCommand(cc)
 	}
 	root.AddCommand(a.versionCommand(failed))
 	return root

@@ -79,3 +79,53 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version --json: code %d: %s", code, stderr.String())
 	}
 }
+
+// A command of a group ("grp sub") runs under the group, names itself
+// with the group in its errors and usage, and a group named alone or with
+// an unknown command is a usage error.
+func TestGroupCommands(t *testing.T) {
+	var got []string
+	a := &App{Name: "prog", Short: "a test program"}
+	a.RegisterGroup("grp", "a group")
+	a.Register(Command{Name: "grp sub", Usage: "grp sub --x N [FILE]", Short: "a command of grp",
+		Flags: func(fs *pflag.FlagSet) func(context.Context, []string) error {
+			x := fs.String("x", "", "a flag")
+			return func(ctx context.Context, args []string) error {
+				got = append(args, *x)
+				switch {
+				case *x == "usage":
+					return Usagef("bad")
+				case *x == "fail":
+					return errors.New("it failed")
+				}
+				return nil
+			}
+		}})
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{args: []string{"grp", "sub", "f", "--x", "1"}, code: 0},
+		{args: []string{"grp", "sub", "--x", "fail"}, code: 1, stderr: []string{"prog grp sub: it failed"}},
+		{args: []string{"grp", "sub", "--x", "usage"}, code: 2, stderr: []string{"prog grp sub: bad", "usage: prog grp sub --x N [FILE]"}},
+		{args: []string{"grp", "sub", "--nope"}, code: 2, stderr: []string{"prog grp sub: unknown flag: --nope", "usage: prog grp sub --x N"}},
+		{args: []string{"grp"}, code: 2, stderr: []string{"prog grp: name a command of grp", "usage: prog grp COMMAND"}},
+		{args: []string{"grp", "nope"}, code: 2, stderr: []string{`prog grp: unknown command "nope" for grp`}},
+	} {
+		got = nil
+		var stderr bytes.Buffer
+		code := a.Run(context.Background(), c.args, &stderr)
+		if code != c.code {
+			t.Errorf("%v: code %d, want %d; stderr %q", c.args, code, c.code, stderr.String())
+		}
+		for _, w := range c.stderr {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%v: stderr %q lacks %q", c.args, stderr.String(), w)
+			}
+		}
+	}
+	if code := a.Run(context.Background(), []string{"grp", "sub", "f", "--x", "1"}, &bytes.Buffer{}); code != 0 || strings.Join(got, ",") != "f,1" {
+		t.Errorf("grp sub f --x 1: code %d, args %v", code, got)
+	}
+}

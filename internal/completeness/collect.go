@@ -2,8 +2,6 @@ package completeness
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,9 +11,6 @@ import (
 
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/registry"
-	"github.com/bootstick/bootstick/internal/render"
-	"github.com/bootstick/bootstick/internal/site"
-	"github.com/bootstick/bootstick/internal/sshkeys"
 )
 
 // Inputs are everything that will pull images on the appliance.
@@ -29,14 +24,15 @@ type Inputs struct {
 	// KubeadmImages lists the images kubeadm pulls for a configuration
 	// (kubeadm config images list --config); see Kubeadm.
 	KubeadmImages func(ctx context.Context, config []byte) ([]string, error)
-	// Site, when given, is rendered and its objects checked.
-	Site *site.Site
-	// SiteImages are the bundle's OS images, for rendering the site.
-	SiteImages []site.BundledImage
+	// SiteObjects are the site's objects as render makes them (each an
+	// unstructured object's content), when there is a site. The caller
+	// renders them: completeness knows no site.
+	SiteObjects []map[string]any
 }
 
-// Collect renders everything and lists every image reference with its
-// user.
+// Collect lists every image reference with its user: the manifests', the
+// images kubeadm pulls for the configuration firstboot renders, and the
+// site objects'.
 func Collect(ctx context.Context, in Inputs) ([]Use, error) {
 	var uses []Use
 	names := make([]string, 0, len(in.Manifests))
@@ -66,23 +62,8 @@ func Collect(ctx context.Context, in Inputs) ([]Use, error) {
 		}
 	}
 
-	if in.Site != nil {
-		key, err := sshkeys.Generate(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		objs, err := render.Render(in.Site, render.Options{SSHKey: key, Images: in.SiteImages})
-		if err != nil {
-			return nil, fmt.Errorf("rendering the site: %w", err)
-		}
-		us, err := render.Unstructured(objs)
-		if err != nil {
-			return nil, fmt.Errorf("rendering the site: %w", err)
-		}
-		for _, u := range us {
-			who := "site: " + u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
-			uses = append(uses, ObjectImages(who, u.Object)...)
-		}
+	for _, obj := range in.SiteObjects {
+		uses = append(uses, ObjectImages("site: "+describe(obj), obj)...)
 	}
 	return uses, nil
 }

@@ -1,7 +1,8 @@
 // Package completeness checks that the offline registry holds every image
 // the stick will ever pull: those the manifests name, those kubeadm pulls
 // for the rendered configuration, the containerd sandbox (pause) image, and
-// those the site's objects name. The appliance must never need the network.
+// those the site's objects name (the caller renders the site: this package
+// knows no site). The appliance must never need the network.
 package completeness
 
 import (

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/bootstick/bootstick/internal/site"
 )
 
 const reg = "registry.test"
@@ -132,26 +130,26 @@ func TestComplete(t *testing.T) {
 }
 
 func TestSiteObjects(t *testing.T) {
-	s, err := site.Load("../render/testdata/site3.yaml", site.Options{})
+	// A BareMetalHost runs no container; a custom resource embedding a
+	// pod template is walked like a pod, and named by its kind and name.
+	bmh := map[string]any{"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+		"metadata": map[string]any{"name": "node-0", "namespace": "metal3"},
+		"spec":     map[string]any{"image": map[string]any{"url": "http://192.0.2.1/images/u.qcow2"}}}
+	cr := map[string]any{"kind": "X", "metadata": map[string]any{"name": "b", "namespace": "a"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "c", "image": "x.test/y:1"}}}}}}
+	uses, err := Collect(context.Background(), Inputs{KubernetesVersion: "v1.34.4", Registry: refs(),
+		SiteObjects: []map[string]any{bmh, cr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	uses, err := Collect(context.Background(), Inputs{KubernetesVersion: "v1.34.4", Registry: refs(), Site: s,
-		SiteImages: []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.raw", SHA256: strings.Repeat("5", 64), Format: "raw"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The site's objects (Secrets, BareMetalHosts, the Provisioning) run
-	// no containers of their own.
+	var site []Use
 	for _, u := range uses {
 		if strings.HasPrefix(u.By, "site:") {
-			t.Errorf("unexpected site image use %v", u)
+			site = append(site, u)
 		}
 	}
-	// A custom resource embedding a pod template is walked like a pod.
-	obj := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-		"containers": []any{map[string]any{"name": "c", "image": "x.test/y:1"}}}}}}
-	if got := ObjectImages("site: X a/b", obj); len(got) != 1 || got[0].Image != "x.test/y:1" {
-		t.Errorf("got %v", got)
+	if len(site) != 1 || site[0].Image != "x.test/y:1" || site[0].By != "site: X a/b: spec.template.spec.containers[0] c" {
+		t.Errorf("site uses %+v, want the custom resource's container only", site)
 	}
 }

@@ -14,6 +14,7 @@ func register(c cli.Command) { commands = append(commands, c) }
 // NewApp returns the firstboot command line with every subcommand.
 func NewApp() *cli.App {
 	a := &cli.App{Name: "firstboot", Short: "bring up the infra-local-controller and provision the site"}
+	a.RegisterGroup(siteGroup, "change the site of the running appliance (day 2)")
 	for _, c := range commands {
 		a.Register(c)
 	}

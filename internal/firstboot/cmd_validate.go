@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 
@@ -41,7 +42,7 @@ func (f *siteFlags) register(fs *flag.FlagSet) {
 }
 
 // load reads, resolves and validates the site.
-func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
+func (f *siteFlags) load() (*site.Site, []osimage.Image, error) {
 	if f.site == "" {
 		return nil, nil, cli.Usagef("--site is required")
 	}
@@ -51,7 +52,7 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.BundledImages = []site.BundledImage{}
+		opts.BundledImages = []osimage.Image{}
 		if lock != nil {
 			opts.BundledImages, opts.Plugins = lock.BundledImages(), lock.PluginNames()
 		}
@@ -84,13 +85,13 @@ func (f *siteFlags) load() (*site.Site, []site.BundledImage, error) {
 
 // bundledImages are the OS images a bundle's lock names (none for a bundle
 // without a lock: a bare OCI layout carries no OS images).
-func bundledImages(dir string) ([]site.BundledImage, error) {
+func bundledImages(dir string) ([]osimage.Image, error) {
 	lock, err := bundle.ReadLock(filepath.Join(dir, "bundle.lock"))
 	if err != nil {
 		return nil, err
 	}
 	if lock == nil {
-		return []site.BundledImage{}, nil
+		return []osimage.Image{}, nil
 	}
 	return lock.BundledImages(), nil
 }

@@ -14,8 +14,10 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/kindcluster"
+	"github.com/bootstick/bootstick/internal/logctx"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sitestore"
 	"github.com/bootstick/bootstick/internal/supervise"
 )
 
@@ -80,12 +82,7 @@ func discover(ctx context.Context, o runOptions, p paths, services supervise.Man
 		n.bundle, err = openBundle(dir)
 	}
 	n.bundleErr = err
-	n.sitePath = o.site
-	if n.sitePath == "" && n.bundleErr == nil {
-		if p := filepath.Join(n.bundle.dir, "site", "site.yaml"); fileExists(p) {
-			n.sitePath = p
-		}
-	}
+	n.sitePath = chooseSite(ctx, o, p, n.bundle.dir, n.bundleErr == nil)
 	if n.sitePath != "" {
 		n.early, n.earlyErr = site.ReadEarly(n.sitePath)
 	}
@@ -98,6 +95,36 @@ func discover(ctx context.Context, o runOptions, p paths, services supervise.Man
 	n.opts.podSubnet = cmp.Or(n.opts.podSubnet, b.PodCIDR, site.DefaultBootstrapPodCIDR)
 	n.opts.svcSubnet = cmp.Or(n.opts.svcSubnet, b.ServiceCIDR, site.DefaultBootstrapServiceCIDR)
 	return n
+}
+
+// chooseSite is the site firstboot runs with: the one `firstboot site
+// apply` kept on the data disk, else --site, else the bundle's (the
+// stick's); "" for none. The kept site wins: it is the last one applied,
+// and a run with the stick's would add back the hosts it removed and
+// configure Ironic for hosts no longer there. It logs which it uses.
+func chooseSite(ctx context.Context, o runOptions, p paths, bundleDir string, bundleOK bool) string {
+	log := logctx.From(ctx)
+	given, from := o.site, "the --site file"
+	if given == "" && bundleOK {
+		if s := filepath.Join(bundleDir, "site", "site.yaml"); fileExists(s) {
+			given, from = s, "the bundle's site (the stick's)"
+		}
+	}
+	kept, err := sitestore.Path(p.siteStore())
+	if err != nil {
+		log.Warn("the site that firstboot site apply kept cannot be read; not using it", "err", err)
+	}
+	switch {
+	case kept != "" && given != "":
+		log.Info("site: using the site firstboot site apply kept on the data disk, instead of "+from, "site", kept, "notUsed", given)
+		return kept
+	case kept != "":
+		log.Info("site: using the site firstboot site apply kept on the data disk", "site", kept)
+		return kept
+	case given != "":
+		log.Info("site: using "+from, "site", given)
+	}
+	return given
 }
 
 // openBundle opens the bundle's OCI layout (dir/registry, or dir itself

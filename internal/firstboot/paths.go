@@ -54,6 +54,10 @@ func (p paths) ageIdentity() string      { return filepath.Join(p.Data, "age", "
 func (p paths) hostsFile() string        { return filepath.Join(p.State, "hosts.json") }
 func (p paths) sshHostKeys() string      { return filepath.Join(p.Data, "ssh-host-keys") }
 
+// siteStore keeps the site `firstboot site apply` applied (sitestore),
+// which later runs use instead of the stick's.
+func (p paths) siteStore() string { return filepath.Join(p.Data, "site") }
+
 // kindKubeconfig is the kind cluster's kubeconfig (0600), on the data
 // folder: kind mode never touches the user's ~/.kube/config.
 func (p paths) kindKubeconfig() string { return filepath.Join(p.Data, "kind", "kubeconfig") }

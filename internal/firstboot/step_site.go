@@ -69,43 +69,58 @@ func siteStep(n *node) pipeline.Step {
 			states, err := sitestep.Follow(ctx, c, sitestep.FollowOptions{
 				NoOperator: 5 * time.Minute, ErrorSettle: hostErrorSettle, Registering: sitestep.RegisteringLimit, Pacer: pacer,
 				Progress: func(count string) { pc.Progress("site", count) },
-				OnError: func(h hoststate.Host) {
-					for i := range hosts {
-						if hosts[i].Name == h.Name {
-							hosts[i].LastErrorType, hosts[i].LastError, hosts[i].LastErrorAt = h.ErrorType, h.Error, time.Now().UTC()
-						}
-					}
-					if err := sitestep.WriteHosts(n.paths.hostsFile(), hosts); err != nil {
-						logctx.From(ctx).Warn("recording a host's error for status", "err", err)
-					}
-				},
+				OnError:  recordHostError(ctx, n.paths.hostsFile(), hosts),
 			})
 			if err != nil {
 				return err
 			}
-			log := logctx.From(ctx)
-			pending, held, provisioned := 0, 0, 0
-			for _, s := range states {
-				switch {
-				case s.State == "" && s.Paused == sitestep.HoldValue:
-					held++
-				case s.State == "":
-					pending++
-				case s.Error != "":
-					log.Warn("host failed; the baremetal-operator keeps retrying, firstboot status follows it", "name", s.Name,
-						"state", s.State, "reason", status.HostReason(s.ErrorType, s.Error))
-				case s.State == "provisioned":
-					provisioned++
-				}
-			}
-			if pending > 0 {
-				log.Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
-			}
-			if held > 0 {
-				log.Info(fmt.Sprintf("%d of %d hosts still held back by bootstrap.provisioningLimit: no host at work got done; firstboot status shows them", held, len(states)))
-			}
-			log.Info(fmt.Sprintf("%d of %d hosts provisioned", provisioned, len(states)))
+			reportHosts(ctx, states)
 			return nil
 		},
 	}
+}
+
+// recordHostError keeps each host's last error in the hosts file for
+// status (the operator clears its message each time it tries again).
+func recordHostError(ctx context.Context, hostsFile string, hosts []sitestep.Host) func(hoststate.Host) {
+	return func(h hoststate.Host) {
+		for i := range hosts {
+			if hosts[i].Name == h.Name {
+				hosts[i].LastErrorType, hosts[i].LastError, hosts[i].LastErrorAt = h.ErrorType, h.Error, time.Now().UTC()
+			}
+		}
+		if err := sitestep.WriteHosts(hostsFile, hosts); err != nil {
+			logctx.From(ctx).Warn("recording a host's error for status", "err", err)
+		}
+	}
+}
+
+// reportHosts logs how the hosts Follow followed ended: each failed host
+// with its reason, those without a state yet or still held, and how many
+// are provisioned, which it returns as a line.
+func reportHosts(ctx context.Context, states []hoststate.Host) string {
+	log := logctx.From(ctx)
+	pending, held, provisioned := 0, 0, 0
+	for _, s := range states {
+		switch {
+		case s.State == "" && s.Paused == sitestep.HoldValue:
+			held++
+		case s.State == "":
+			pending++
+		case s.Error != "":
+			log.Warn("host failed; the baremetal-operator keeps retrying, firstboot status follows it", "name", s.Name,
+				"state", s.State, "reason", status.HostReason(s.ErrorType, s.Error))
+		case s.State == "provisioned":
+			provisioned++
+		}
+	}
+	if pending > 0 {
+		log.Info(fmt.Sprintf("%d of %d hosts have no provisioning state yet (the baremetal-operator sets it); firstboot status shows them", pending, len(states)))
+	}
+	if held > 0 {
+		log.Info(fmt.Sprintf("%d of %d hosts still held back by bootstrap.provisioningLimit: no host at work got done; firstboot status shows them", held, len(states)))
+	}
+	line := fmt.Sprintf("%d of %d hosts provisioned", provisioned, len(states))
+	log.Info(line)
+	return line
 }

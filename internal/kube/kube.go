@@ -1,7 +1,8 @@
 // Package kube is bootstick's one way to reach a cluster, through client-go:
 // readiness checked with the cluster's own CA, server-side apply of
 // unstructured objects and manifest files, waits for nodes, rollouts and
-// pods, the control-plane taint, and a typed List of any resource. It is a
+// pods, the control-plane taint, a typed List of any resource, and the
+// listing by label and deletion of objects by identity. It is a
 // plain client: it knows no site, no rendered object and no kind of
 // metal3's or the BPA's; the read models built on it live elsewhere
 // (hoststate). Nothing here runs kubectl.

@@ -1,11 +1,9 @@
 package registry
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -113,34 +111,6 @@ func validDigest(d string) bool {
 func blobPath(dir, digest string) string {
 	algo, hexPart, _ := strings.Cut(digest, ":")
 	return filepath.Join(dir, "blobs", algo, hexPart)
-}
-
-// readVerified reads a small blob whole and checks its size and digest.
-func readVerified(dir string, d descriptor) ([]byte, error) {
-	if !validDigest(d.Digest) {
-		return nil, fmt.Errorf("digest %q is not a sha256 digest", d.Digest)
-	}
-	if d.Size > maxManifest {
-		return nil, fmt.Errorf("manifest %s is %d bytes, more than %d", d.Digest, d.Size, maxManifest)
-	}
-	data, err := os.ReadFile(blobPath(dir, d.Digest))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) != d.Size {
-		return nil, &corruptError{digest: d.Digest, detail: fmt.Sprintf("size %d, want %d", len(data), d.Size)}
-	}
-	sum := sha256.Sum256(data)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.Digest {
-		return nil, &corruptError{digest: d.Digest, detail: "content has digest " + got}
-	}
-	return data, nil
-}
-
-type corruptError struct{ digest, detail string }
-
-func (e *corruptError) Error() string {
-	return fmt.Sprintf("blob %s is corrupted: %s", e.digest, e.detail)
 }
 
 // walk records d and everything it references in r.

@@ -5,12 +5,15 @@
 // layout entry annotated io.containerd.image.name=registry.k8s.io/pause:3.10.
 // Every blob is checked against its digest while it streams; a corrupted
 // blob is never served whole.
+//
+// server.go opens the layout, routes requests and listens; manifests.go
+// and blobs.go answer them (blobs.go holds the verifying reader);
+// errors.go has the spec's error answers; layout.go reads the layout;
+// accesslog.go writes and reads the access log.
 package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,15 +29,6 @@ import (
 	"time"
 )
 
-// Corruption is a blob whose bytes on disk do not match its digest.
-type Corruption struct {
-	Time   time.Time `json:"time"`
-	Digest string    `json:"digest"`
-	Path   string    `json:"path"`
-	Image  string    `json:"image,omitempty"` // ns/repo of the request that found it
-	Detail string    `json:"detail"`
-}
-
 // Options configure a Server.
 type Options struct {
 	// AccessLog receives one JSON line per request (see LogEntry).
@@ -42,21 +36,6 @@ type Options struct {
 	Log       *slog.Logger
 	// OnCorrupt is called for each corrupted blob found, once per digest.
 	OnCorrupt func(Corruption)
-}
-
-// LogEntry is one line of the access log.
-type LogEntry struct {
-	Time      time.Time `json:"time"`
-	Method    string    `json:"method"`
-	NS        string    `json:"ns,omitempty"`
-	Repo      string    `json:"repo,omitempty"`
-	Kind      string    `json:"kind"` // base, manifest, blob, tags, other
-	Reference string    `json:"reference,omitempty"`
-	Digest    string    `json:"digest,omitempty"`
-	Status    int       `json:"status"`
-	Bytes     int64     `json:"bytes"`
-	Error     string    `json:"error,omitempty"`
-	Remote    string    `json:"remote,omitempty"`
 }
 
 // Server is an http.Handler serving one layout.
@@ -168,37 +147,14 @@ func (s *Server) Registries() []string {
 	return out
 }
 
-// Corrupted lists the corrupted blobs found so far.
-func (s *Server) Corrupted() []Corruption {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Corruption, 0, len(s.corrupt))
-	for _, c := range s.corrupt {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
-	return out
-}
-
-func (s *Server) recordCorrupt(ce *corruptError, image string) {
-	c := Corruption{Time: time.Now().UTC(), Digest: ce.digest, Path: blobPath(s.dir, ce.digest), Image: image, Detail: ce.detail}
-	s.mu.Lock()
-	_, seen := s.corrupt[c.Digest]
-	if !seen {
-		s.corrupt[c.Digest] = c
-	}
-	s.mu.Unlock()
-	s.log.Error("corrupted blob in the bundle's registry", "digest", c.Digest, "path", c.Path, "image", image, "detail", c.Detail)
-	if !seen && s.opts.OnCorrupt != nil {
-		s.opts.OnCorrupt(c)
-	}
-}
-
-// ServeHTTP implements the read side of the distribution API.
+// ServeHTTP implements the read side of the distribution API and logs
+// every request, once, when its answer is done.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := &LogEntry{Time: time.Now().UTC(), Method: r.Method, Kind: "other", Remote: r.RemoteAddr}
 	cw := &countingWriter{ResponseWriter: w}
 	defer func() {
+		// serveBlob aborts a response it cannot finish with
+		// http.ErrAbortHandler; the log line is written on the way.
 		if p := recover(); p != nil {
 			if p != http.ErrAbortHandler {
 				e.Error = fmt.Sprint("panic: ", p)
@@ -209,62 +165,66 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeLog(e, cw)
 	}()
 	cw.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if oe := s.route(cw, r, e); oe != nil {
+		e.Error = oe.message
+		oe.write(cw)
+	}
+}
+
+// route sends a request to its handler and returns the error to answer
+// with, if any.
+func (s *Server) route(w http.ResponseWriter, r *http.Request, e *LogEntry) *ociError {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		e.Error = "read-only registry"
-		writeError(cw, http.StatusMethodNotAllowed, "UNSUPPORTED", "this registry is read-only")
-		return
+		return errReadOnly()
 	}
-	p := r.URL.Path
-	if p == "/v2" || p == "/v2/" {
+	if p := r.URL.Path; p == "/v2" || p == "/v2/" {
 		e.Kind = "base"
-		cw.Header().Set("Content-Type", "application/json")
-		cw.WriteHeader(http.StatusOK)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodGet {
-			io.WriteString(cw, "{}")
+			io.WriteString(w, "{}")
 		}
-		return
+		return nil
 	}
-	rest, ok := strings.CutPrefix(p, "/v2/")
+	name, kind, ref, ok := splitPath(r.URL.Path)
 	if !ok {
-		e.Error = "not a /v2/ path"
-		writeError(cw, http.StatusNotFound, "NOT_FOUND", "not found")
-		return
-	}
-	var name, kind, ref string
-	if n, ok := strings.CutSuffix(rest, "/tags/list"); ok {
-		name, kind = n, "tags"
-	} else if i := strings.LastIndex(rest, "/manifests/"); i > 0 {
-		name, kind, ref = rest[:i], "manifest", rest[i+len("/manifests/"):]
-	} else if i := strings.LastIndex(rest, "/blobs/"); i > 0 {
-		name, kind, ref = rest[:i], "blob", rest[i+len("/blobs/"):]
-	} else {
-		e.Error = "unknown path"
-		writeError(cw, http.StatusNotFound, "NOT_FOUND", "not found")
-		return
+		return errNotServed(r.URL.Path)
 	}
 	e.Kind = kind
 	key := s.resolve(r.URL.Query().Get("ns"), name)
 	e.NS, e.Repo = key.ns, key.repo
 	rp := s.repos[key]
 	if rp == nil {
-		e.Error = "repository not in the bundle"
-		writeError(cw, http.StatusNotFound, "NAME_UNKNOWN", fmt.Sprintf("repository %s is not in the bundle", key))
-		return
+		return errNameUnknown(key)
 	}
 	switch kind {
 	case "tags":
-		tags := make([]string, 0, len(rp.tags))
-		for t := range rp.tags {
-			tags = append(tags, t)
-		}
-		sort.Strings(tags)
-		cw.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(cw).Encode(map[string]any{"name": name, "tags": tags})
+		return serveTags(w, r, rp, name)
 	case "manifest":
-		s.serveManifest(cw, r, rp, key, ref, e)
-	case "blob":
-		s.serveBlob(cw, r, rp, key, ref, e)
+		return s.serveManifest(w, r, rp, key, ref, e)
+	default:
+		return s.serveBlob(w, r, rp, key, ref, e)
 	}
+}
+
+// splitPath takes a pull endpoint's path apart: /v2/<name>/tags/list,
+// /v2/<name>/manifests/<reference> or /v2/<name>/blobs/<digest>. kind is
+// tags, manifest or blob, as the access log names it.
+func splitPath(p string) (name, kind, ref string, ok bool) {
+	rest, ok := strings.CutPrefix(p, "/v2/")
+	if !ok {
+		return "", "", "", false
+	}
+	if n, ok := strings.CutSuffix(rest, "/tags/list"); ok {
+		return n, "tags", "", true
+	}
+	if i := strings.LastIndex(rest, "/manifests/"); i > 0 {
+		return rest[:i], "manifest", rest[i+len("/manifests/"):], true
+	}
+	if i := strings.LastIndex(rest, "/blobs/"); i > 0 {
+		return rest[:i], "blob", rest[i+len("/blobs/"):], true
+	}
+	return "", "", "", false
 }
 
 // resolve maps a request to a repository. Mirror requests carry the
@@ -280,234 +240,6 @@ func (s *Server) resolve(ns, name string) repoKey {
 		}
 	}
 	return repoKey{"docker.io", name}
-}
-
-func (s *Server) serveManifest(w *countingWriter, r *http.Request, rp *repo, key repoKey, ref string, e *LogEntry) {
-	var d descriptor
-	var ok bool
-	if strings.HasPrefix(ref, "sha256:") {
-		e.Digest = ref
-		d, ok = rp.manifests[ref]
-	} else {
-		e.Reference = ref
-		d, ok = rp.tags[ref]
-		e.Digest = d.Digest
-	}
-	if !ok {
-		e.Error = "manifest not in the bundle"
-		writeError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", fmt.Sprintf("manifest %s:%s is not in the bundle", key, ref))
-		return
-	}
-	data, err := readVerified(s.dir, d)
-	if err != nil {
-		s.failBlob(w, key, d.Digest, err, e)
-		return
-	}
-	w.Header().Set("Content-Type", d.MediaType)
-	w.Header().Set("Docker-Content-Digest", d.Digest)
-	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodGet {
-		w.Write(data)
-	}
-}
-
-// chunk is how much of a blob is held back until the bytes before it are
-// verified: the last chunk is only sent once the whole digest matches.
-const chunk = 256 << 10
-
-func (s *Server) serveBlob(w *countingWriter, r *http.Request, rp *repo, key repoKey, dgst string, e *LogEntry) {
-	e.Digest = dgst
-	size, ok := rp.blobs[dgst]
-	if !ok {
-		if md, isManifest := rp.manifests[dgst]; isManifest {
-			size, ok = md.Size, true
-		}
-	}
-	if !ok {
-		e.Error = "blob not in the bundle"
-		writeError(w, http.StatusNotFound, "BLOB_UNKNOWN", fmt.Sprintf("blob %s is not in %s in the bundle", dgst, key))
-		return
-	}
-	f, err := os.Open(blobPath(s.dir, dgst))
-	if err != nil {
-		s.failBlob(w, key, dgst, err, e)
-		return
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		s.failBlob(w, key, dgst, err, e)
-		return
-	}
-	if fi.Size() != size {
-		s.failBlob(w, key, dgst, &corruptError{digest: dgst, detail: fmt.Sprintf("size %d, want %d", fi.Size(), size)}, e)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Docker-Content-Digest", dgst)
-	if size <= chunk && r.Method == http.MethodGet {
-		// Small enough to check before answering: a corrupted one gets a
-		// clean error instead of a dropped connection.
-		data, err := readVerified(s.dir, descriptor{Digest: dgst, Size: size})
-		if err != nil {
-			w.Header().Del("Docker-Content-Digest")
-			s.failBlob(w, key, dgst, err, e)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(size))
-		w.WriteHeader(http.StatusOK)
-		w.Write(data)
-		return
-	}
-	w.Header().Set("Content-Length", fmt.Sprint(size))
-	if r.Method == http.MethodHead {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-
-	// A reader goroutine reads the next chunk while this one hashes and
-	// sends the one before: the disk, the hash and the network overlap.
-	// The last chunk is held back until the whole blob hashed right.
-	h := sha256.New()
-	parts, stop := readAhead(f)
-	defer stop()
-	var held []byte
-	for p := range parts {
-		if p.n > 0 {
-			if held != nil {
-				if _, err := w.Write(held); err != nil {
-					e.Error = "client went away: " + err.Error()
-					return
-				}
-				p.release(held)
-			}
-			h.Write(p.buf[:p.n])
-			held = p.buf[:p.n]
-		}
-		if p.err == io.EOF || p.err == io.ErrUnexpectedEOF {
-			break
-		}
-		if p.err != nil {
-			e.Error = "reading blob: " + p.err.Error()
-			panic(http.ErrAbortHandler)
-		}
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != dgst {
-		ce := &corruptError{digest: dgst, detail: "content has digest " + got}
-		s.recordCorrupt(ce, key.String())
-		e.Error = ce.Error()
-		// Drop the connection before the last bytes: the client sees a
-		// short body, never a whole corrupted blob.
-		panic(http.ErrAbortHandler)
-	}
-	if len(held) > 0 {
-		w.Write(held)
-	}
-}
-
-// part is one chunk read ahead: n bytes of buf, and the read's error.
-type part struct {
-	buf     []byte
-	n       int
-	err     error
-	release func([]byte) // hands a sent buffer back to the reader
-}
-
-// readAhead reads r in chunks on a goroutine of its own, at most two
-// chunks ahead of the consumer, until an error (io.EOF at the end). stop
-// ends the goroutine when the consumer gives up early.
-func readAhead(r io.Reader) (<-chan part, func()) {
-	const depth = 2
-	free := make(chan []byte, depth+1)
-	for range depth + 1 {
-		free <- make([]byte, chunk)
-	}
-	parts := make(chan part, depth)
-	done := make(chan struct{})
-	release := func(b []byte) { free <- b[:cap(b)] }
-	go func() {
-		defer close(parts)
-		for {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-done:
-				return
-			}
-			n, err := io.ReadFull(r, buf)
-			select {
-			case parts <- part{buf: buf, n: n, err: err, release: release}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return parts, func() { once.Do(func() { close(done) }) }
-}
-
-// failBlob answers a request whose blob cannot be read or is corrupted,
-// before any of it is sent.
-func (s *Server) failBlob(w http.ResponseWriter, key repoKey, dgst string, err error, e *LogEntry) {
-	e.Error = err.Error()
-	var ce *corruptError
-	if errors.As(err, &ce) {
-		s.recordCorrupt(ce, key.String())
-		writeError(w, http.StatusInternalServerError, "BLOB_UNKNOWN", ce.Error()+"; the bundle is damaged")
-		return
-	}
-	s.log.Error("reading blob", "digest", dgst, "err", err)
-	writeError(w, http.StatusInternalServerError, "UNKNOWN", fmt.Sprintf("reading blob %s: %v", dgst, err))
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
-}
-
-func (s *Server) writeLog(e *LogEntry, cw *countingWriter) {
-	e.Status, e.Bytes = cw.status, cw.n
-	if e.Status == 0 {
-		e.Status = http.StatusOK
-	}
-	if s.opts.AccessLog == nil {
-		return
-	}
-	line, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.opts.AccessLog.Write(append(line, '\n'))
-	s.mu.Unlock()
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (c *countingWriter) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	n, err := c.ResponseWriter.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // Serve listens on every address and serves until ctx ends. ready, when not

@@ -217,6 +217,7 @@ func TestPullThroughMirror(t *testing.T) {
 	}
 }
 
+// TestProtocol checks the successful answers; TestErrorAnswers the failed.
 func TestProtocol(t *testing.T) {
 	fx := makeLayout(t)
 	_, ts, _, _ := startServer(t, fx.dir)
@@ -245,11 +246,6 @@ func TestProtocol(t *testing.T) {
 			map[string]string{"Content-Type": "application/octet-stream", "Docker-Content-Digest": ldigest.String()}, lsize},
 		{"blob head", "HEAD", "/v2/kube-apiserver/blobs/" + ldigest.String() + "?ns=registry.example", 200,
 			map[string]string{"Content-Length": itoa(lsize)}, 0},
-		{"unknown tag", "GET", "/v2/kube-apiserver/manifests/v9?ns=registry.example", 404, nil, -1},
-		{"unknown repository", "GET", "/v2/nope/manifests/v1?ns=registry.example", 404, nil, -1},
-		{"same repository on another registry", "GET", "/v2/kube-apiserver/manifests/v1.34.4?ns=elsewhere.example", 404, nil, -1},
-		{"blob of another repository", "GET", "/v2/coredns/coredns/blobs/" + ldigest.String() + "?ns=registry.example", 404, nil, -1},
-		{"write", "PUT", "/v2/kube-apiserver/manifests/v2?ns=registry.example", 405, nil, -1},
 		{"tags", "GET", "/v2/kube-apiserver/tags/list?ns=registry.example", 200, map[string]string{"Content-Type": "application/json"}, -1},
 	}
 	for _, tt := range tests {
@@ -273,6 +269,167 @@ func TestProtocol(t *testing.T) {
 				t.Errorf("body %d bytes, want %d", len(body), tt.bodyLen)
 			}
 		})
+	}
+}
+
+// TestErrorAnswers: every failed request is answered with the status and
+// the OCI error code the distribution spec gives it, in the spec's JSON
+// body, and the access log records the same status.
+func TestErrorAnswers(t *testing.T) {
+	fx := makeLayout(t)
+	_, ts, access, _ := startServer(t, fx.dir)
+	api := fx.images[apiserverRef]
+	mdigest, _ := api.Digest()
+	layers, _ := api.Layers()
+	ldigest, _ := layers[0].Digest()
+
+	// Damage the layout after Open, as a failing medium would: a small
+	// blob and a manifest corrupted, a big blob and an index gone.
+	coredns := fx.images[corednsRef]
+	cfgDigest, _ := coredns.ConfigName()
+	corruptFile(t, blobPath(fx.dir, cfgDigest.String()), 0)
+	cLayers, _ := coredns.Layers()
+	goneLayer, _ := cLayers[0].Digest()
+	if err := os.Remove(blobPath(fx.dir, goneLayer.String())); err != nil {
+		t.Fatal(err)
+	}
+	hubManifest, _ := fx.images[hubRef].Digest()
+	corruptFile(t, blobPath(fx.dir, hubManifest.String()), 3)
+	idxDigest, _ := fx.index.Digest()
+	if err := os.Remove(blobPath(fx.dir, idxDigest.String())); err != nil {
+		t.Fatal(err)
+	}
+
+	const api2 = "/v2/kube-apiserver"
+	const ns = "?ns=registry.example"
+	tests := []struct {
+		name, method, path string
+		status             int
+		code               errorCode
+	}{
+		{"unknown repository: manifest", "GET", "/v2/nope/manifests/v1" + ns, 404, codeNameUnknown},
+		{"unknown repository: blob", "GET", "/v2/nope/blobs/" + ldigest.String() + ns, 404, codeNameUnknown},
+		{"unknown repository: tags", "GET", "/v2/nope/tags/list" + ns, 404, codeNameUnknown},
+		{"unknown repository: head", "HEAD", "/v2/nope/manifests/v1" + ns, 404, codeNameUnknown},
+		{"same repository on another registry", "GET", api2 + "/manifests/v1.34.4?ns=elsewhere.example", 404, codeNameUnknown},
+		{"unknown tag", "GET", api2 + "/manifests/v9" + ns, 404, codeManifestUnknown},
+		{"unknown tag: head", "HEAD", api2 + "/manifests/v9" + ns, 404, codeManifestUnknown},
+		{"unknown manifest digest", "GET", api2 + "/manifests/sha256:" + zeros(64) + ns, 404, codeManifestUnknown},
+		{"another repository's manifest", "GET", "/v2/coredns/coredns/manifests/" + mdigest.String() + ns, 404, codeManifestUnknown},
+		{"unknown blob", "GET", api2 + "/blobs/sha256:" + zeros(64) + ns, 404, codeBlobUnknown},
+		{"unknown blob: head", "HEAD", api2 + "/blobs/sha256:" + zeros(64) + ns, 404, codeBlobUnknown},
+		{"another repository's blob", "GET", "/v2/coredns/coredns/blobs/" + ldigest.String() + ns, 404, codeBlobUnknown},
+		{"not a digest", "GET", api2 + "/blobs/latest" + ns, 404, codeBlobUnknown},
+		{"manifest push", "PUT", api2 + "/manifests/v2" + ns, 405, codeUnsupported},
+		{"upload", "POST", api2 + "/blobs/uploads/" + ns, 405, codeUnsupported},
+		{"delete", "DELETE", api2 + "/blobs/" + ldigest.String() + ns, 405, codeUnsupported},
+		{"catalog", "GET", "/v2/_catalog", 404, codeUnsupported},
+		{"referrers", "GET", api2 + "/referrers/" + mdigest.String() + ns, 404, codeUnsupported},
+		{"outside /v2/", "GET", "/healthz", 404, codeUnsupported},
+		{"tags: n not a count", "GET", api2 + "/tags/list" + ns + "&n=ten", 400, codeUnsupported},
+		{"tags: n below zero", "GET", api2 + "/tags/list" + ns + "&n=-1", 400, codeUnsupported},
+		{"corrupted small blob", "GET", "/v2/coredns/coredns/blobs/" + cfgDigest.String() + ns, 500, codeDigestInvalid},
+		{"corrupted manifest", "GET", "/v2/library/busybox/manifests/1.36?ns=docker.io", 500, codeDigestInvalid},
+		{"unreadable blob", "GET", "/v2/coredns/coredns/blobs/" + goneLayer.String() + ns, 500, codeBlobUnknown},
+		{"unreadable index", "GET", "/v2/team/multi/manifests/v1?ns=other.example:5000", 500, codeManifestUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, ts.URL+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+			if d := resp.Header.Get("Docker-Content-Digest"); d != "" {
+				t.Errorf("an error answer carries Docker-Content-Digest %s", d)
+			}
+			if allow := resp.Header.Get("Allow"); (tt.status == 405) != (allow == "GET, HEAD") {
+				t.Errorf("status %d with Allow %q", resp.StatusCode, allow)
+			}
+			if tt.method == "HEAD" {
+				if len(body) != 0 {
+					t.Errorf("HEAD answered with a body: %s", body)
+				}
+				return
+			}
+			var eb struct {
+				Errors []map[string]string `json:"errors"`
+			}
+			if err := json.Unmarshal(body, &eb); err != nil {
+				t.Fatalf("body %q is not the spec's error JSON: %v", body, err)
+			}
+			if len(eb.Errors) != 1 || eb.Errors[0]["code"] != string(tt.code) || eb.Errors[0]["message"] == "" || len(eb.Errors[0]) != 2 {
+				t.Errorf("errors = %v, want one with code %s and a message", eb.Errors, tt.code)
+			}
+		})
+	}
+	// The access log has each request once, with its status and error.
+	var logged int
+	for _, e := range access.entries(t) {
+		if e.Status >= 400 {
+			logged++
+			if e.Error == "" {
+				t.Errorf("access log entry without its error: %+v", e)
+			}
+		}
+	}
+	if logged != len(tests) {
+		t.Errorf("access log has %d failed requests, want %d", logged, len(tests))
+	}
+}
+
+// TestTagsList pages through tags with n and last as the spec has them.
+func TestTagsList(t *testing.T) {
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := random.Image(100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"v2", "v1", "v3"} {
+		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{AnnotationImageName: "registry.example/app:" + tag})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ts, _, _ := startServer(t, dir)
+	for query, want := range map[string]string{
+		"":              "v1 v2 v3",
+		"&n=2":          "v1 v2",
+		"&n=0":          "",
+		"&n=9":          "v1 v2 v3",
+		"&last=v1":      "v2 v3",
+		"&last=v1&n=1":  "v2",
+		"&last=v0":      "v1 v2 v3",
+		"&last=v3":      "",
+		"&last=v10&n=1": "v2",
+	} {
+		resp, err := http.Get(ts.URL + "/v2/app/tags/list?ns=registry.example" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Name string   `json:"name"`
+			Tags []string `json:"tags"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d, %v", query, resp.StatusCode, err)
+		}
+		if got.Name != "app" || got.Tags == nil || strings.Join(got.Tags, " ") != want {
+			t.Errorf("tags/list%s = %+v, want name app and tags [%s]", query, got, want)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
@@ -55,7 +56,7 @@ type Options struct {
 	// into every host's user data. Required.
 	SSHKey *sshkeys.KeyPair
 	// Images are the bundle's OS images, needed when a host names one.
-	Images []site.BundledImage
+	Images []osimage.Image
 	// ImageBaseURL is where bundled images are served, ending in "/".
 	// Empty means http://PROVISIONING-ADDRESS:6180/images/.
 	ImageBaseURL string
@@ -78,6 +79,20 @@ func UserDataSecretName(host string) string { return host + "-user-data" }
 
 // NetworkDataSecretName names a host's network-data Secret.
 func NetworkDataSecretName(host string) string { return host + "-network-data" }
+
+// IsHostObject reports whether an object of kind named name is one Render
+// makes for host (labelled LabelHost=host): its BareMetalHost, BMC
+// credentials, user-data or network-data Secret. The site's other objects
+// (the Provisioning, the install ConfigMap, the SSH key) belong to no host.
+func IsHostObject(kind, name, host string) bool {
+	switch kind {
+	case "BareMetalHost":
+		return name == host
+	case "Secret":
+		return name == BMCSecretName(host) || name == UserDataSecretName(host) || name == NetworkDataSecretName(host)
+	}
+	return false
+}
 
 // NetworkDataKey is the key of a network-data Secret that the
 // baremetal-operator reads (for both spec.networkData and
@@ -103,7 +118,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		}
 		base = "http://" + netip.AddrPortFrom(pr.Addr(), ImagePort).String() + "/images/"
 	}
-	images := map[string]site.BundledImage{}
+	images := map[string]osimage.Image{}
 	for _, im := range opts.Images {
 		images[im.Name] = im
 	}
@@ -274,7 +289,7 @@ func objectMeta(name string, s *site.Site, host string, role site.Role) metav1.O
 	return m
 }
 
-func hostImage(h site.Host, images map[string]site.BundledImage, noBundle bool, base string) (*metal3.Image, error) {
+func hostImage(h site.Host, images map[string]osimage.Image, noBundle bool, base string) (*metal3.Image, error) {
 	im := h.Image
 	if im.Bundled != "" {
 		b, ok := images[im.Bundled]

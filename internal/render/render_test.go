@@ -13,13 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-var testImages = []site.BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"},
+var testImages = []osimage.Image{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("5e", 32), Format: "qcow2"},
 	{Name: "debian-13-compute", File: "debian-13-compute.qcow2", SHA256: strings.Repeat("d1", 32), Format: "qcow2"}}
 
 func testKey(t testing.TB) *sshkeys.KeyPair {
@@ -249,6 +250,32 @@ func TestCheckWebhookRefuses(t *testing.T) {
 			t.Errorf("%s: refused, but the operator takes it: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), "would refuse") || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: CheckWebhook = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// IsHostObject knows every object Render makes for a host (those with
+// the host label), and none of the site's others: site apply prunes by it.
+func TestIsHostObject(t *testing.T) {
+	objs := renderSite3(t)
+	hosts := 0
+	for _, o := range objs {
+		kind, host := o.GetObjectKind().GroupVersionKind().Kind, o.GetLabels()[LabelHost]
+		if host != "" {
+			hosts++
+		}
+		for _, h := range []string{"master-0", "worker-0", "worker-1"} {
+			if got, want := IsHostObject(kind, o.GetName(), h), h == host; got != want {
+				t.Errorf("IsHostObject(%s, %s, %s) = %v, want %v", kind, o.GetName(), h, got, want)
+			}
+		}
+	}
+	if hosts != 10 {
+		t.Errorf("%d objects with the host label, want 10", hosts)
+	}
+	for _, c := range [][3]string{{"Secret", "master-0-kubeconfig", "master-0"}, {"ConfigMap", "master-0", "master-0"}, {"BareMetalHost", "master-00", "master-0"}} {
+		if IsHostObject(c[0], c[1], c[2]) {
+			t.Errorf("IsHostObject%v = true", c)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/site/sitetest"
@@ -36,7 +37,7 @@ func FuzzLoad(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	images := []site.BundledImage{{Name: "ubuntu-22.04", File: "u.qcow2", SHA256: strings.Repeat("0", 64)}}
+	images := []osimage.Image{{Name: "ubuntu-22.04", File: "u.qcow2", SHA256: strings.Repeat("0", 64)}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := site.Parse("testdata/fuzz.yaml", data, site.Options{BundledImages: images})
 		if err != nil {

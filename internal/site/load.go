@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/config"
 	"github.com/bootstick/bootstick/internal/netdata"
+	"github.com/bootstick/bootstick/internal/osimage"
 )
 
 // Options are the inputs Load needs besides the file.
@@ -26,7 +27,7 @@ type Options struct {
 	// BundledImages are the OS images the bundle carries. Nil means no
 	// bundle is known (validate without --bundle): a bundled image name is
 	// then not checked against it.
-	BundledImages []BundledImage
+	BundledImages []osimage.Image
 	// Plugins are the KUD plugins the bundle serves. Nil means no bundle
 	// is known: cluster.kudPlugins is then not checked against it.
 	Plugins []string
@@ -211,6 +212,8 @@ type Early struct {
 	Bootstrap         Bootstrap   `yaml:"bootstrap"`
 	SSHAuthorizedKeys []string    `yaml:"sshAuthorizedKeys"`
 	Hosts             []EarlyHost `yaml:"hosts"`
+	// Cluster is as written, without defaults.
+	Cluster Cluster `yaml:"cluster"`
 }
 
 // EarlyHost is what Ironic's configuration needs of a host.

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site/sitetest"
 )
 
-var testImages = []BundledImage{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("ab", 32), Format: "qcow2"},
+var testImages = []osimage.Image{{Name: "ubuntu-22.04", File: "ubuntu-22.04.qcow2", SHA256: strings.Repeat("ab", 32), Format: "qcow2"},
 	{Name: "debian-13-compute", File: "debian-13-compute.qcow2", SHA256: strings.Repeat("cd", 32), Format: "qcow2"}}
 
 // Passwords used in testdata; no error may contain them.

@@ -179,15 +179,3 @@ type Cluster struct {
 	ServiceCIDR string   `yaml:"serviceCIDR,omitempty"`
 	KUDPlugins  []string `yaml:"kudPlugins,omitempty"`
 }
-
-// BundledImage is an OS image the bundle carries, as the bootstrap
-// machine serves it.
-type BundledImage struct {
-	Name string
-	// File is the file name under the served images folder.
-	File string
-	// SHA256 is the hex digest of the file.
-	SHA256 string
-	// Format is raw, qcow2, ...; empty lets Ironic detect it.
-	Format string
-}

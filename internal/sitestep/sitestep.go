@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
@@ -33,7 +36,7 @@ type Options struct {
 	// Site is the site file.
 	Site string
 	// Images are the bundle's OS images (nil: no bundle known).
-	Images []site.BundledImage
+	Images []osimage.Image
 	// KeyDir keeps the SSH key pair (made there, 0600, when missing).
 	KeyDir string
 	// AgeIdentity is an age identity file; used when it exists.
@@ -82,14 +85,36 @@ func Load(o Options) (*site.Site, error) {
 	return site.Load(o.Site, opts)
 }
 
-// Apply loads the site, renders it with the data disk's SSH key and
-// applies every object with server-side apply. Applying again changes
-// nothing. Hosts past bootstrap.provisioningLimit are applied held (see
-// Pacer), which Follow releases. It returns the hosts for status, in the
-// site's order, and the pacer.
+// Check loads the site and checks, offline and changing nothing, that
+// what it renders passes the baremetal-operator's admission rules: what
+// Apply checks before it makes any key or applies any object.
+func Check(o Options) (*site.Site, error) {
+	s, err := Load(o)
+	if err != nil {
+		return nil, err
+	}
+	key, err := sshkeys.Generate(nil) // throwaway: never written or applied
+	if err != nil {
+		return nil, err
+	}
+	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL, Install: o.Install})
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", o.Site, err)
+	}
+	if err := render.CheckWebhook(objs); err != nil {
+		return nil, fmt.Errorf("site %s: %w", o.Site, err)
+	}
+	return s, nil
+}
+
+// Apply loads and checks the site (Check), renders it with the data
+// disk's SSH key and applies every object with server-side apply.
+// Applying again changes nothing. Hosts past bootstrap.provisioningLimit
+// are applied held (see Pacer), which Follow releases. It returns the
+// hosts for status, in the site's order, and the pacer.
 func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, *Pacer, error) {
 	log := logctx.From(ctx)
-	s, err := Load(o)
+	s, err := Check(o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,9 +143,6 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, *Pacer, erro
 	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL, HostKeys: hostKeys, Install: o.Install})
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := render.CheckWebhook(objs); err != nil {
-		return nil, nil, fmt.Errorf("site %s: %w", o.Site, err)
 	}
 	us, err := render.Unstructured(objs)
 	if err != nil {
@@ -208,17 +230,36 @@ type FollowOptions struct {
 	// Pacer, from Apply, releases the held hosts as others are done; nil
 	// holds none.
 	Pacer *Pacer
+	// Hosts, when not nil, are the hosts to follow, by name (the site's);
+	// Follow leaves out every other BareMetalHost but Removed's.
+	Hosts []string
+	// Removed are hosts Prune deleted whose BareMetalHosts the operator
+	// is deprovisioning: each is done once its BareMetalHost is gone, or
+	// failed as the others. Until then it counts as at work.
+	Removed []string
 }
 
 // Follow watches the BareMetalHosts until each is provisioned or failed:
 // failing (an error, or the operator's error count above zero while it
-// retries) for ErrorSettle, or begun failing a second time. It logs every
-// change of state or error, and returns the last states, each failed host
-// with its last error message.
+// retries) for ErrorSettle, or begun failing a second time; a removed one
+// (FollowOptions.Removed) until it is gone. It logs every change of state
+// or error, and returns the last states, each failed host with its last
+// error message.
 func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.Host, error) {
 	log := logctx.From(ctx)
 	if o.Poll == 0 {
 		o.Poll = 10 * time.Second
+	}
+	removed := map[string]bool{}
+	for _, n := range o.Removed {
+		removed[n] = true
+	}
+	var follows map[string]bool // nil: every host
+	if o.Hosts != nil {
+		follows = maps.Clone(removed)
+		for _, n := range o.Hosts {
+			follows[n] = true
+		}
 	}
 	start := time.Now()
 	last := map[string]string{}
@@ -235,6 +276,9 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.H
 			log.Warn("reading the hosts' states; trying again", "err", err)
 		} else {
 			states = now
+			if follows != nil {
+				states = slices.DeleteFunc(states, func(h hoststate.Host) bool { return !follows[h.Name] })
+			}
 			settled, anyState := 0, false
 			done := map[string]bool{}
 			for i, h := range states {
@@ -268,7 +312,7 @@ func Follow(ctx context.Context, c *kube.Client, o FollowOptions) ([]hoststate.H
 					continue
 				}
 				switch {
-				case h.State == "provisioned" && !failing:
+				case h.State == "provisioned" && !failing && !removed[h.Name]:
 					settled++
 					done[h.Name] = true
 				case failing && (time.Since(erredSince[h.Name]) >= o.ErrorSettle || failures[h.Name] >= 2):

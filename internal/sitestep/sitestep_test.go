@@ -346,3 +346,97 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Against a real kube-apiserver: Prune deletes the BareMetalHost of a host
+// the site no longer names and keeps its Secrets while the operator's
+// finalizer deprovisions it (it reads the BMC credentials and network data
+// for that); Follow, told the host is removed, ends once it is gone; the
+// next Prune deletes its Secrets; the other hosts' objects stay.
+func TestPruneRemoveHostAfterDeprovisioning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
+	}
+	env := kubetest.Start(t)
+	ctx := context.Background()
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sitePath, _ := writeSite(t, dir, 3)
+	if _, _, err := Apply(ctx, kc, Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh")}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmhs := dyn.Resource(metal3.GroupVersion.WithResource("baremetalhosts")).Namespace(render.Namespace)
+	finalizers := func(list string) {
+		t.Helper()
+		if _, err := bmhs.Patch(ctx, "host-2", types.MergePatchType, []byte(`{"metadata":{"finalizers":`+list+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finalizers(`["` + metal3.BareMetalHostFinalizer + `"]`) // as the operator puts it
+	setState(t, ctx, env, "host-0", "provisioned")
+	setState(t, ctx, env, "host-1", "provisioned")
+	secrets := func() string {
+		t.Helper()
+		list, err := env.Client.CoreV1().Secrets(render.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range list.Items {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	keep := []string{"host-0", "host-1"}
+	removed, err := Prune(ctx, kc, "test", keep)
+	if err != nil || fmt.Sprint(removed) != "[{host-2 true }]" {
+		t.Fatalf("Prune = %v, %v", removed, err)
+	}
+	if got, _ := bmhs.Get(ctx, "host-2", metav1.GetOptions{}); got == nil || got.GetDeletionTimestamp() == nil {
+		t.Fatalf("host-2's BareMetalHost is not being deleted: %v", got)
+	}
+	want := "bootstick-ssh-key host-0-bmc-secret host-0-user-data host-1-bmc-secret host-1-user-data host-2-bmc-secret host-2-user-data"
+	if got := secrets(); got != want {
+		t.Fatalf("Secrets while host-2 is deprovisioned: %s, want %s", got, want)
+	}
+
+	followed := make(chan error, 1)
+	progress := make(chan string, 16)
+	go func() {
+		_, err := Follow(ctx, kc, FollowOptions{Poll: 20 * time.Millisecond, NoOperator: time.Hour, ErrorSettle: time.Hour,
+			Hosts: keep, Removed: []string{"host-2"}, Progress: func(c string) { progress <- c }})
+		followed <- err
+	}()
+	// host-2 (no state: a host held back is deleted so) keeps Follow
+	// going until it is gone.
+	for c := <-progress; c != "hosts: 2 provisioned, 1 (none yet)"; c = <-progress {
+	}
+	select {
+	case err := <-followed:
+		t.Fatalf("Follow ended while host-2 was still there: %v", err)
+	default:
+	}
+	finalizers(`null`) // deprovisioned
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	removed, err = Prune(ctx, kc, "test", keep)
+	if err != nil || fmt.Sprint(removed) != "[{host-2 false }]" {
+		t.Fatalf("Prune again = %v, %v", removed, err)
+	}
+	if got, want := secrets(), "bootstick-ssh-key host-0-bmc-secret host-0-user-data host-1-bmc-secret host-1-user-data"; got != want {
+		t.Fatalf("Secrets after host-2 is gone: %s, want %s", got, want)
+	}
+	if removed, err := Prune(ctx, kc, "test", keep); err != nil || len(removed) != 0 {
+		t.Fatalf("a third Prune = %v, %v", removed, err)
+	}
+}

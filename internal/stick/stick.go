@@ -12,6 +12,7 @@ package stick
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,11 +39,13 @@ import (
 	"github.com/bootstick/bootstick/internal/fetch"
 	"github.com/bootstick/bootstick/internal/iso"
 	"github.com/bootstick/bootstick/internal/kubeyaml"
+	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/payload"
 	"github.com/bootstick/bootstick/internal/progress"
 	"github.com/bootstick/bootstick/internal/recipes"
 	"github.com/bootstick/bootstick/internal/rootfs"
 	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/toolchain"
 )
 
@@ -498,7 +501,7 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 	return nil
 }
 
-func loadSite(ctx context.Context, path, identity string, images []site.BundledImage, plugins []string) (*site.Site, []string, error) {
+func loadSite(ctx context.Context, path, identity string, images []osimage.Image, plugins []string) (*site.Site, []string, error) {
 	opts := site.Options{BundledImages: images, Plugins: plugins}
 	if identity != "" {
 		ids, err := site.LoadIdentities(identity)
@@ -533,8 +536,15 @@ func loadSite(ctx context.Context, path, identity string, images []site.BundledI
 	return s, files, nil
 }
 
-func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock, st *site.Site, siteImages []site.BundledImage) error {
-	in := completeness.Inputs{Manifests: map[string][]byte{}, KubernetesVersion: l.Kubernetes.Version, Site: st, SiteImages: siteImages}
+func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock, st *site.Site, siteImages []osimage.Image) error {
+	in := completeness.Inputs{Manifests: map[string][]byte{}, KubernetesVersion: l.Kubernetes.Version}
+	if st != nil {
+		objs, err := siteObjects(st, siteImages)
+		if err != nil {
+			return err
+		}
+		in.SiteObjects = objs
+	}
 	for _, m := range l.Manifests {
 		data, err := l.PinnedManifest(b, m)
 		if err != nil {
@@ -565,6 +575,28 @@ func checkComplete(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.L
 		return err
 	}
 	return checkDeployRamdisk(in.Manifests, l)
+}
+
+// siteObjects renders the site the way firstboot will, with a throwaway
+// SSH key (keys name no image), for the completeness check.
+func siteObjects(st *site.Site, images []osimage.Image) ([]map[string]any, error) {
+	key, err := sshkeys.Generate(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the site: %w", err)
+	}
+	objs, err := render.Render(st, render.Options{SSHKey: key, Images: images})
+	if err != nil {
+		return nil, fmt.Errorf("rendering the site: %w", err)
+	}
+	us, err := render.Unstructured(objs)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the site: %w", err)
+	}
+	out := make([]map[string]any, len(us))
+	for i, u := range us {
+		out[i] = u.Object
+	}
+	return out, nil
 }
 
 // checkDeployRamdisk fails when the stick ships the baremetal-operator but

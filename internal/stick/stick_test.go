@@ -19,6 +19,8 @@ import (
 	"github.com/bootstick/bootstick/internal/completeness"
 	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/fetch"
+	"github.com/bootstick/bootstick/internal/osimage"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/testkit"
 	"github.com/bootstick/bootstick/internal/toolchain"
 )
@@ -345,5 +347,29 @@ func TestLockedRefusesChanges(t *testing.T) {
 	r, err := Build(ctx, e.options("a.iso"))
 	if err != nil || !r.LockChanged {
 		t.Fatalf("unlocked rebuild: %v (lock changed %v)", err, r != nil && r.LockChanged)
+	}
+}
+
+// TestSiteObjects renders a site for the completeness check: its objects
+// (Secrets, BareMetalHosts, the Provisioning) run no containers of their own.
+func TestSiteObjects(t *testing.T) {
+	s, err := site.Load("../render/testdata/site3.yaml", site.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := siteObjects(s, []osimage.Image{{Name: "ubuntu-22.04", File: "ubuntu-22.04.raw", SHA256: strings.Repeat("5", 64), Format: "raw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kind, _ := o["kind"].(string)
+		kinds[kind]++
+		if uses := completeness.ObjectImages("site", o); len(uses) != 0 {
+			t.Errorf("site object %s runs images %v", kind, uses)
+		}
+	}
+	if kinds["BareMetalHost"] == 0 || kinds["Secret"] == 0 {
+		t.Errorf("rendered kinds %v, want BareMetalHosts and Secrets", kinds)
 	}
 }
