@@ -75,18 +75,8 @@ hosts:
 // with the same key and changes nothing, reports every host (with no
 // operator, no state), and never logs a password or the private key.
 func TestApplyTwiceAndWatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
-	}
-	env := kubetest.Start(t)
+	env, kc := apiServer(t)
 	ctx := context.Background()
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	sitePath, pws := writeSite(t, dir, 3)
 	var logs bytes.Buffer
@@ -214,18 +204,8 @@ func TestStuckRegistering(t *testing.T) {
 // no released host again; Follow releases the next host, in the site's
 // order, only when the one at work is provisioned, and ends once all are.
 func TestProvisioningLimitReleasesInWaves(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
-	}
-	env := kubetest.Start(t)
+	env, kc := apiServer(t)
 	ctx := context.Background()
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	sitePath, _ := writeSite(t, dir, 3)
 	data, _ := os.ReadFile(sitePath)
@@ -353,18 +333,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // for that); Follow, told the host is removed, ends once it is gone; the
 // next Prune deletes its Secrets; the other hosts' objects stay.
 func TestPruneRemoveHostAfterDeprovisioning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
-	}
-	env := kubetest.Start(t)
+	env, kc := apiServer(t)
 	ctx := context.Background()
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, manifests.Files()); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	sitePath, _ := writeSite(t, dir, 3)
 	if _, _, err := Apply(ctx, kc, Options{Site: sitePath, KeyDir: filepath.Join(dir, "ssh")}); err != nil {
@@ -439,4 +409,22 @@ func TestPruneRemoveHostAfterDeprovisioning(t *testing.T) {
 	if removed, err := Prune(ctx, kc, "test", keep); err != nil || len(removed) != 0 {
 		t.Fatalf("a third Prune = %v, %v", removed, err)
 	}
+}
+
+// apiServer starts a real etcd and kube-apiserver from the toolchain with
+// the stick's manifests (the CRDs) applied.
+func apiServer(t *testing.T) (*kubetest.Env, *kube.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real etcd and kube-apiserver from the toolchain")
+	}
+	env := kubetest.Start(t)
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(context.Background(), manifests.FS, manifests.Files()); err != nil {
+		t.Fatal(err)
+	}
+	return env, kc
 }
