@@ -319,10 +319,7 @@ func runningSite(p paths, bundleDir string) (string, error) {
 	if err != nil || kept != "" {
 		return kept, err
 	}
-	if s := filepath.Join(bundleDir, "site", "site.yaml"); fileExists(s) {
-		return s, nil
-	}
-	return "", nil
+	return bundleSite(bundleDir), nil
 }
 
 // list is names for people: "a, b", or "none".

@@ -12,7 +12,6 @@ import (
 
 	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/render"
-	"github.com/bootstick/bootstick/internal/sshkeys"
 
 	"github.com/bootstick/bootstick/internal/config"
 
@@ -69,15 +68,7 @@ func (f *siteFlags) load() (*site.Site, []osimage.Image, error) {
 		return nil, nil, err
 	}
 	// What validates must also pass the baremetal-operator's webhook.
-	key, err := sshkeys.Generate(nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, err := render.Render(s, render.Options{SSHKey: key, Images: opts.BundledImages})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", f.site, err)
-	}
-	if err := render.CheckWebhook(objs); err != nil {
+	if err := render.Check(s, render.Options{Images: opts.BundledImages}); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", f.site, err)
 	}
 	return s, opts.BundledImages, nil

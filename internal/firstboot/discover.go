@@ -106,7 +106,7 @@ func chooseSite(ctx context.Context, o runOptions, p paths, bundleDir string, bu
 	log := logctx.From(ctx)
 	given, from := o.site, "the --site file"
 	if given == "" && bundleOK {
-		if s := filepath.Join(bundleDir, "site", "site.yaml"); fileExists(s) {
+		if s := bundleSite(bundleDir); s != "" {
 			given, from = s, "the bundle's site (the stick's)"
 		}
 	}
@@ -125,6 +125,15 @@ func chooseSite(ctx context.Context, o runOptions, p paths, bundleDir string, bu
 		log.Info("site: using "+from, "site", given)
 	}
 	return given
+}
+
+// bundleSite is the site file the bundle (the stick) carries; "" for
+// none.
+func bundleSite(bundleDir string) string {
+	if s := filepath.Join(bundleDir, "site", "site.yaml"); fileExists(s) {
+		return s
+	}
+	return ""
 }
 
 // openBundle opens the bundle's OCI layout (dir/registry, or dir itself

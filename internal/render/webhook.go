@@ -11,7 +11,29 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/metal3-io/baremetal-operator/pkg/hardwareutils/bmc"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sshkeys"
 )
+
+// Check renders s as o asks, with a throwaway SSH key when o gives none
+// (never written or applied), and checks the objects against the
+// baremetal-operator's admission rules (CheckWebhook): what a site must
+// pass before anything is made for it.
+func Check(s *site.Site, o Options) error {
+	if o.SSHKey == nil {
+		key, err := sshkeys.Generate(nil)
+		if err != nil {
+			return err
+		}
+		o.SSHKey = key
+	}
+	objs, err := Render(s, o)
+	if err != nil {
+		return err
+	}
+	return CheckWebhook(objs)
+}
 
 // CheckWebhook holds every rendered BareMetalHost to the baremetal-
 // operator's own admission rules for a new host, so that a site that

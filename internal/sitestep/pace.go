@@ -64,9 +64,6 @@ func (p *Pacer) Held() []string {
 // the slots the hosts already at work (released, not provisioned) leave.
 // A host once released is never held again.
 func startHeld(order []string, existing []hoststate.Host, limit int) map[string]bool {
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
 	byName := map[string]hoststate.Host{}
 	for _, h := range existing {
 		byName[h.Name] = h

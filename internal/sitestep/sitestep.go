@@ -93,15 +93,7 @@ func Check(o Options) (*site.Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := sshkeys.Generate(nil) // throwaway: never written or applied
-	if err != nil {
-		return nil, err
-	}
-	objs, err := render.Render(s, render.Options{SSHKey: key, Images: o.Images, ImageBaseURL: o.ImageBaseURL, Install: o.Install})
-	if err != nil {
-		return nil, fmt.Errorf("site %s: %w", o.Site, err)
-	}
-	if err := render.CheckWebhook(objs); err != nil {
+	if err := render.Check(s, render.Options{Images: o.Images, ImageBaseURL: o.ImageBaseURL, Install: o.Install}); err != nil {
 		return nil, fmt.Errorf("site %s: %w", o.Site, err)
 	}
 	return s, nil
