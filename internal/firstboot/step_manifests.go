@@ -14,12 +14,14 @@ import (
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/kubeyaml"
 	"github.com/bootstick/bootstick/internal/pipeline"
+	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/manifests"
 )
 
@@ -119,6 +121,11 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, nam
 				logctx.From(ctx).Info("no site: left out a Deployment that serves the site", "manifest", name, "deployment", d.Namespace+"/"+d.Name)
 				continue
 			}
+			if d.Spec.Template.Spec.HostNetwork {
+				if o, err = probeProvisioningAddress(n, d); err != nil {
+					return err
+				}
+			}
 			apply = append(apply, o)
 			continue
 		}
@@ -135,6 +142,38 @@ func applyManifest(ctx context.Context, n *node, c *kube.Client, fsys fs.FS, nam
 	}
 	logctx.From(ctx).Info("applied", "manifest", name, "objects", len(apply))
 	return nil
+}
+
+// probeProvisioningAddress points d's HTTP probes at the site's
+// provisioning address. A Deployment that serves the site on the host
+// network (Ironic) listens there only, and the kubelet asks a probe with
+// no host at the node's address. An HTTP probe is the kubelet's own
+// request; an exec probe (curl in the container) started runc, a shell
+// and curl every 10 s on a bootstrap machine that may have few cores.
+func probeProvisioningAddress(n *node, d appsv1.Deployment) (*unstructured.Unstructured, error) {
+	early, err := n.site()
+	if err != nil {
+		return nil, err
+	}
+	ip, err := render.ProvisioningIP(early.Bootstrap.Provisioning)
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", n.sitePath, err)
+	}
+	spec := &d.Spec.Template.Spec
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			if p != nil && p.HTTPGet != nil && p.HTTPGet.Host == "" {
+				p.HTTPGet.Host = ip.String()
+			}
+		}
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+	if err != nil {
+		return nil, fmt.Errorf("Deployment %s: %w", d.Name, err)
+	}
+	delete(obj, "status")
+	return &unstructured.Unstructured{Object: obj}, nil
 }
 
 func missingImages(d appsv1.Deployment, has func(ref string) bool) []string {
