@@ -16,8 +16,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// poll is how often the waits look.
+// poll is how often WaitReady asks the API server's /readyz.
 const poll = 200 * time.Millisecond
+
+// objectPoll is how often the waits on objects (nodes, Deployments and
+// their pods) look. Each look is a GET and a LIST that the API server,
+// etcd and this process all work on: on a bootstrap machine with two slow
+// cores (a TCG guest in the tests), looks at 200 ms ran back to back: 440
+// LISTs of pods by the twelfth minute of Journey B, while the pods waited
+// for were starting on the same cores. A Deployment that becomes available is seen up to 2 s later.
+const objectPoll = 2 * time.Second
 
 // Ready reports whether the API server answers /readyz with ok, checked
 // with the CA of the kubeconfig. A server that does not answer is not
@@ -90,7 +98,7 @@ func PodReady(p corev1.Pod) bool {
 // names what was awaited and the last reason f gave.
 func until(ctx context.Context, timeout time.Duration, what string, f func(ctx context.Context) (done bool, reason string)) error {
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, objectPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		done, reason := f(ctx)
 		last = reason
 		return done, nil
