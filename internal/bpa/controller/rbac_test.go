@@ -38,7 +38,7 @@ var bpaGroups = []string{"system:serviceaccounts", "system:serviceaccounts:bpa-s
 //   - it elects itself leader, watches, reads the install ConfigMap and
 //     the SSH key, writes the status, a finalizer and Events;
 //   - an externally provisioned host the site gives no address is in
-//     Error saying so, not retried in a loop of phases;
+//     Error saying so (tried again after its backoff, dialling nothing);
 //   - no Event holds the SSH key or the kubeconfig;
 //   - deleting the Provisioning leaves the kubeconfig Secret, released
 //     from the ownerReference a BPA before this one set (the garbage

@@ -40,7 +40,7 @@ func main() {
 	flag.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts unrenewed")
 	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up and exits")
 	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
-	flag.Func("namespace", "a namespace whose Provisionings the BPA serves, with their BareMetalHosts, install ConfigMap and SSH key (repeat or separate with commas; default "+controller.DefaultNamespace+")", func(v string) error {
+	flag.Func("namespace", "a namespace whose Provisionings the BPA serves, with their BareMetalHosts, install ConfigMap and SSH key (repeat or separate with commas; default "+controller.DefaultNamespace+"); each needs the Role manifests/22-rbac-bpa.yaml gives in "+controller.DefaultNamespace, func(v string) error {
 		for _, ns := range strings.Split(v, ",") {
 			if ns = strings.TrimSpace(ns); ns != "" {
 				o.Namespaces = append(o.Namespaces, ns)
