@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -52,9 +53,26 @@ func TestBMCErrorKeepsInstalledHost(t *testing.T) {
 			b.Status.Provisioning.ID = "a-new-ironic-node-uuid"
 		}, keep: true},
 		{name: "detached", bmh: func(b *metal3.BareMetalHost) { b.Status.OperationalStatus = metal3.OperationalStatusDetached }, keep: true},
-		{name: "no state yet (status being restored after a move)", bmh: func(b *metal3.BareMetalHost) {
+		{name: "no state yet, its status being restored after a move", bmh: func(b *metal3.BareMetalHost) {
+			saved, err := json.Marshal(b.Status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Annotations = map[string]string{metal3.StatusAnnotation: string(saved)}
 			b.Status = metal3.BareMetalHostStatus{}
 		}, keep: true},
+		{name: "no state yet, restoring the status of a later provisioning", bmh: func(b *metal3.BareMetalHost) {
+			b.Status.OperationHistory.Provision.End = t2
+			saved, err := json.Marshal(b.Status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Annotations = map[string]string{metal3.StatusAnnotation: string(saved)}
+			b.Status = metal3.BareMetalHostStatus{}
+		}, state: bpa.HostMatched},
+		{name: "no state yet, a new BareMetalHost (no status to restore)", bmh: func(b *metal3.BareMetalHost) {
+			b.Status = metal3.BareMetalHostStatus{}
+		}, state: bpa.HostMatched},
 		{name: "unmanaged (BMC credentials gone)", bmh: func(b *metal3.BareMetalHost) {
 			b.Status.Provisioning.State = metal3.StateUnmanaged
 		}, keep: true},

@@ -6,6 +6,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -234,9 +235,13 @@ func osWritten(b *metal3.BareMetalHost) bool {
 // status its BMC could not give, erased every phase, and the next pass ran
 // them all again). The evidence is b's provision time moving, or b being
 // seen in a state that writes, wipes or inspects the disk. An operator
-// error (OperationalStatus error, power state unknown), a host detached,
-// unmanaged, or with no state yet (its status being restored after a
-// move) is no such evidence.
+// error (OperationalStatus error, power state unknown), a host detached
+// or unmanaged (the operator cannot touch it) is no such evidence.
+//
+// A BareMetalHost with no state yet is judged by the status it carries in
+// its status annotation, which the operator restores it from (it was
+// moved, or restored from a backup). One without is new: the operator
+// will inspect and provision the machine again.
 func keepsInstall(old *bpa.HostStatus, b *metal3.BareMetalHost) bool {
 	if old.ProvisionedAt == nil || !(provisioned(old.State) || old.State == bpa.HostError) {
 		return false // no install recorded
@@ -245,10 +250,28 @@ func keepsInstall(old *bpa.HostStatus, b *metal3.BareMetalHost) bool {
 	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
 		pa := provisionedAt(b)
 		return pa != nil && pa.Equal(old.ProvisionedAt)
-	case metal3.StateNone, metal3.StateUnmanaged:
+	case metal3.StateUnmanaged:
 		return true
+	case metal3.StateNone:
+		saved, ok := savedStatus(b)
+		return ok && saved.Status.Provisioning.State != metal3.StateNone && keepsInstall(old, saved)
 	}
 	return false
+}
+
+// savedStatus is b with the status its status annotation holds, if it
+// holds one.
+func savedStatus(b *metal3.BareMetalHost) (*metal3.BareMetalHost, bool) {
+	a, ok := b.Annotations[metal3.StatusAnnotation]
+	if !ok {
+		return nil, false
+	}
+	saved := b.DeepCopy()
+	saved.Status = metal3.BareMetalHostStatus{}
+	if err := json.Unmarshal([]byte(a), &saved.Status); err != nil {
+		return nil, false
+	}
+	return saved, true
 }
 
 // provisionedAt is when b's OS was written: the end of its provision
