@@ -210,9 +210,9 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 		return cond != nil && cond.Reason == "UnknownPlugin" &&
 			strings.Contains(cond.Message, "KUD plugins multus are not on this stick, which serves flannel")
 	})
-	// Each phase's start and failure, and the refusal, are Events on the
+	// Each phase's start, end and failure, and the refusal, are Events on the
 	// Provisioning, and none holds the key or the token.
-	for reasons := map[string]bool{}; !(reasons[ReasonPhaseStarted] && reasons[ReasonHostUnreachable] && reasons[ReasonPhaseFailed] && reasons["UnknownPlugin"]); {
+	for reasons := map[string]bool{}; !(reasons[ReasonPhaseStarted] && reasons[ReasonPhaseFinished] && reasons[ReasonHostUnreachable] && reasons[ReasonPhaseFailed] && reasons["UnknownPlugin"]); {
 		if ctx.Err() != nil {
 			t.Fatalf("events: %v", reasons)
 		}
