@@ -13,9 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
@@ -41,17 +44,27 @@ type Reconciler struct {
 	// Installs turns on the installer: once a Provisioning's first master
 	// is provisioned, install its hosts over SSH and form the cluster.
 	Installs bool
+	// Recorder records Events on Provisionings; SetupWithManager takes
+	// the manager's when nil.
+	Recorder events.EventRecorder
 }
 
 // Reconcile recomputes one Provisioning's status and writes it when it
-// changed.
+// changed, then installs its hosts. A Provisioning being deleted is only
+// finalized.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var p bpa.Provisioning
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil // deleted; nothing to report
+			return reconcile.Result{}, nil // gone; nothing to report
 		}
 		return reconcile.Result{}, fmt.Errorf("reading provisioning %s: %w", req.NamespacedName, err)
+	}
+	if p.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, &p)
+	}
+	if _, err := r.ensureFinalizer(ctx, &p); err != nil {
+		return reconcile.Result{}, err
 	}
 	var bmhs metal3.BareMetalHostList
 	if err := r.Client.List(ctx, &bmhs, client.InNamespace(p.Namespace)); err != nil {
@@ -80,17 +93,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // SetupWithManager watches Provisionings, and BareMetalHosts: a change to
 // any BareMetalHost requeues every Provisioning of its namespace (there
-// are few of them, and a MAC address can move between hosts).
+// are few of them, and a MAC address can move between hosts). A
+// Provisioning is reconciled when its spec or labels change (its
+// generation moves on spec changes and on deletion), not on the BPA's own
+// status writes: each pass asks for the next itself (RequeueAfter) when
+// it waits on a host's backoff or on nodes becoming Ready.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(EventRecorderName)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provisioning").
-		For(&bpa.Provisioning{}).
+		For(&bpa.Provisioning{}, builder.WithPredicates(provisioningChanged)).
 		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(r.provisioningsOf)).
 		Complete(r)
 }
+
+// provisioningChanged passes a Provisioning's changes to its spec (and
+// its deletion, which moves the generation too) or labels (the cluster's
+// name), not those to its status or finalizers: the BPA's own writes.
+var provisioningChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
 
 func (r *Reconciler) provisioningsOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var list bpa.ProvisioningList

@@ -167,6 +167,7 @@ func (x *run) refuse(ctx context.Context, reason, msg string) error {
 	meta.SetStatusCondition(&x.p.Status.Conditions, metav1.Condition{Type: ConditionClusterReady, Status: metav1.ConditionFalse,
 		Reason: reason, Message: msg, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))})
 	ctrl.LoggerFrom(ctx).Info("not installing the cluster", "reason", reason, "message", msg)
+	x.r.event(ref(x.p), true, reason, "Refuse", "not installing the cluster: "+msg)
 	cp := x.p.DeepCopy()
 	return x.r.Client.Status().Update(ctx, cp)
 }
@@ -315,6 +316,7 @@ func (x *run) begin(ctx context.Context, h *bpa.HostStatus, name string) {
 		ctrl.LoggerFrom(ctx).Error(err, "recording a phase's start", "host", h.Name, "phase", name)
 	}
 	ctrl.LoggerFrom(ctx).Info("phase started", "host", h.Name, "phase", name)
+	x.r.event(ref(x.p), false, ReasonPhaseStarted, name, fmt.Sprintf("host %s: phase %s started", h.Name, name))
 }
 
 func (x *run) end(ctx context.Context, h *bpa.HostStatus, name string) {
@@ -326,6 +328,7 @@ func (x *run) end(ctx context.Context, h *bpa.HostStatus, name string) {
 			h.Phases[i].Finished = &t
 			h.Phases[i].Duration = t.Sub(h.Phases[i].Started.Time).String()
 			ctrl.LoggerFrom(ctx).Info("phase done", "host", h.Name, "phase", name, "took", h.Phases[i].Duration)
+			x.r.event(ref(x.p), false, ReasonPhaseFinished, name, fmt.Sprintf("host %s: phase %s finished in %s", h.Name, name, h.Phases[i].Duration))
 		}
 	}
 	h.Error, h.Failures, h.NextRetry = "", 0, nil
@@ -360,6 +363,11 @@ func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err err
 	delete(x.clients, h.Name)
 	x.wantAgain(wait)
 	ctrl.LoggerFrom(ctx).Info("phase failed", "host", h.Name, "phase", phase, "error", h.Error)
+	reason := ReasonPhaseFailed
+	if st == bpa.HostUnreachable {
+		reason = ReasonHostUnreachable
+	}
+	x.r.event(ref(x.p), true, reason, phase, fmt.Sprintf("host %s: %s", h.Name, h.Error))
 }
 
 // waiting reports whether h is in its backoff.
@@ -481,25 +489,34 @@ func (x *run) initCluster(ctx context.Context, c *install.Client, h *bpa.HostSta
 }
 
 // storeKubeconfig copies the admin kubeconfig into the cluster's Secret.
+// The Secret is labelled with the cluster's name and owned by nothing:
+// it is the only admin credential of a running cluster, so deleting the
+// Provisioning must not take it along (an ownerReference a BPA before
+// this one set is dropped).
 func (x *run) storeKubeconfig(ctx context.Context, master *install.Client) error {
 	kc, err := install.Kubeconfig(ctx, master)
 	if err != nil {
 		return err
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KubeconfigSecretName(x.cl.Name), Namespace: x.p.Namespace}}
-	_, err = controllerutil.CreateOrUpdate(ctx, x.r.Client, s, func() error {
+	op, err := controllerutil.CreateOrUpdate(ctx, x.r.Client, s, func() error {
 		if s.Labels == nil {
 			s.Labels = map[string]string{}
 		}
-		s.Labels["cluster"] = x.cl.Name
+		s.Labels[ClusterLabel] = x.cl.Name
 		s.Type = corev1.SecretTypeOpaque
-		s.Data = map[string][]byte{"value": kc}
-		return controllerutil.SetControllerReference(x.p, s, x.r.Client.Scheme())
+		s.Data = map[string][]byte{KubeconfigKey: kc}
+		release(s, x.p)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("storing the kubeconfig in Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	x.p.Status.KubeconfigSecret = s.Name
+	if op != controllerutil.OperationResultNone {
+		x.r.event(ref(x.p), false, ReasonKubeconfigStored, "StoreKubeconfig",
+			fmt.Sprintf("the admin kubeconfig of cluster %s is in Secret %s/%s (key %s)", x.cl.Name, s.Namespace, s.Name, KubeconfigKey))
+	}
 	return nil
 }
 

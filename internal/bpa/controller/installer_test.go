@@ -30,6 +30,7 @@ import (
 // backoff; a host showing another host key is refused before anything
 // runs on it; a failing install shows its error with the secrets masked;
 // and a KUD plugin the stick lacks stops the install with a clear status.
+// Each is an Event too, with no secret in it.
 func TestInstallerRefusesAndRetries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver from the toolchain")
@@ -209,5 +210,14 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 		return cond != nil && cond.Reason == "UnknownPlugin" &&
 			strings.Contains(cond.Message, "KUD plugins multus are not on this stick, which serves flannel")
 	})
+	// Each phase's start, end and failure, and the refusal, are Events on the
+	// Provisioning, and none holds the key or the token.
+	for reasons := map[string]bool{}; !(reasons[ReasonPhaseStarted] && reasons[ReasonPhaseFinished] && reasons[ReasonHostUnreachable] && reasons[ReasonPhaseFailed] && reasons["UnknownPlugin"]); {
+		if ctx.Err() != nil {
+			t.Fatalf("events: %v", reasons)
+		}
+		time.Sleep(50 * time.Millisecond)
+		reasons = eventReasons(ctx, t, c, ns, key.Private, []byte(token))
+	}
 	_ = fmt.Sprint()
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,6 +29,37 @@ type Options struct {
 	// SkipNameValidation lets one process run the manager more than once
 	// (tests).
 	SkipNameValidation bool
+	// Namespaces are those the BPA serves: it sees Provisionings,
+	// BareMetalHosts and the install's ConfigMap and Secrets there only.
+	// Empty: DefaultNamespace.
+	Namespaces []string
+}
+
+// DefaultNamespace is where firstboot's site step renders every site
+// object (internal/render.Namespace; the BPA links nothing outside
+// internal/bpa, and a test holds the two equal).
+const DefaultNamespace = "metal3"
+
+// cacheOptions watches only the namespaces the BPA serves, so it needs a
+// Role in each and no ClusterRole.
+func cacheOptions(namespaces []string) cache.Options {
+	if len(namespaces) == 0 {
+		namespaces = []string{DefaultNamespace}
+	}
+	o := cache.Options{DefaultNamespaces: map[string]cache.Config{}}
+	for _, ns := range namespaces {
+		o.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return o
+}
+
+// clientOptions reads Secrets and ConfigMaps from the API server, never
+// from a cache: the BPA reads two objects of those kinds by name (the SSH
+// key, the install's ConfigMap) and writes one (the kubeconfig), and a
+// cache would list and watch every one of the namespace, BMC credentials
+// included, and need the right to.
+func clientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
 }
 
 // nonZero is d, or nil (the default) for zero.
@@ -53,6 +87,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        s,
+		Cache:                         cacheOptions(o.Namespaces),
+		Client:                        clientOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,

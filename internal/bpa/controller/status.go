@@ -6,6 +6,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -170,27 +171,24 @@ func HostStatuses(p *bpa.Provisioning, bmhs []metal3.BareMetalHost, now metav1.T
 			b := matches[0]
 			st.BareMetalHost = b.Name
 			st.State, st.Error = hostState(b)
-			if st.State == bpa.HostError && osWritten(b) {
-				// The operator's error on a host whose OS is written
-				// (its BMC's, most often: a power status it cannot read)
-				// touches neither the OS nor the node: the install's
-				// progress is kept, and the BareMetalHost shows the
-				// error. Before, one such error wiped the phases and the
-				// next pass ran them all again.
+			if old, ok := prev[h.name]; ok && keepsInstall(&old, b) {
+				// The install goes on where it was: nothing shows that
+				// this host's disk was written again. The BareMetalHost
+				// shows its own error, if any (its BMC's, most often).
+				st.State, st.Error, st.ProvisionedAt = old.State, old.Error, old.ProvisionedAt
+				st.Address, st.Phases, st.Failures, st.NextRetry = old.Address, old.Phases, old.Failures, old.NextRetry
+				break
+			}
+			if osWritten(b) {
+				// A host provisioned anew starts its install anew. The
+				// operator's error on a host whose OS is written touches
+				// neither the OS nor the node: the host is installed.
 				st.State, st.Error = bpa.HostProvisioned, ""
+				st.ProvisionedAt = provisionedAt(b)
 			}
 		}
 		st.LastUpdated = &now
 		old, hadOld := prev[h.name]
-		if st.State == bpa.HostProvisioned {
-			// The install of this provisioning goes on where it was; a
-			// host provisioned again starts it anew.
-			st.ProvisionedAt = provisionedAt(byMAC[mac][0])
-			if hadOld && old.ProvisionedAt != nil && st.ProvisionedAt != nil && old.ProvisionedAt.Equal(st.ProvisionedAt) && (provisioned(old.State) || old.State == bpa.HostError) {
-				st.State, st.Error = old.State, old.Error
-				st.Address, st.Phases, st.Failures, st.NextRetry = old.Address, old.Phases, old.Failures, old.NextRetry
-			}
-		}
 		if hadOld && old.State == st.State && old.LastUpdated != nil {
 			st.LastUpdated = old.LastUpdated
 		}
@@ -230,13 +228,60 @@ func osWritten(b *metal3.BareMetalHost) bool {
 	return false
 }
 
-// provisionedAt is when b's OS was written (the end of its provision
-// operation). A host provisioned externally has none: there it is when b
-// was made, which holds as long as b does (before, such a host's install
-// began anew on every pass, for ever). Nil when neither is known.
+// keepsInstall reports whether old, the host's status before, holds an
+// install that still stands on b: the BPA's record of it is dropped only
+// on evidence that the host's disk was written or wiped since (issue 26:
+// before, one error the operator reported on a provisioned host, a power
+// status its BMC could not give, erased every phase, and the next pass ran
+// them all again). The evidence is b's provision time moving, or b being
+// seen in a state that writes, wipes or inspects the disk. An operator
+// error (OperationalStatus error, power state unknown), a host detached
+// or unmanaged (the operator cannot touch it) is no such evidence.
+//
+// A BareMetalHost with no state yet is judged by the status it carries in
+// its status annotation, which the operator restores it from (it was
+// moved, or restored from a backup). One without is new: the operator
+// will inspect and provision the machine again.
+func keepsInstall(old *bpa.HostStatus, b *metal3.BareMetalHost) bool {
+	if old.ProvisionedAt == nil || !(provisioned(old.State) || old.State == bpa.HostError) {
+		return false // no install recorded
+	}
+	switch b.Status.Provisioning.State {
+	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
+		pa := provisionedAt(b)
+		return pa != nil && pa.Equal(old.ProvisionedAt)
+	case metal3.StateUnmanaged:
+		return true
+	case metal3.StateNone:
+		saved, ok := savedStatus(b)
+		return ok && saved.Status.Provisioning.State != metal3.StateNone && keepsInstall(old, saved)
+	}
+	return false
+}
+
+// savedStatus is b with the status its status annotation holds, if it
+// holds one.
+func savedStatus(b *metal3.BareMetalHost) (*metal3.BareMetalHost, bool) {
+	a, ok := b.Annotations[metal3.StatusAnnotation]
+	if !ok {
+		return nil, false
+	}
+	saved := b.DeepCopy()
+	saved.Status = metal3.BareMetalHostStatus{}
+	if err := json.Unmarshal([]byte(a), &saved.Status); err != nil {
+		return nil, false
+	}
+	return saved, true
+}
+
+// provisionedAt is when b's OS was written: the end of its provision
+// operation. A host provisioned externally has none, nor has one whose
+// operator lost its history: there it is when b was made, which holds as
+// long as b does (before, such a host's install began anew on every pass,
+// for ever). Nil when neither is known.
 func provisionedAt(b *metal3.BareMetalHost) *metav1.Time {
 	end := b.Status.OperationHistory.Provision.End
-	if end.IsZero() && b.Status.Provisioning.State == metal3.StateExternallyProvisioned {
+	if end.IsZero() && osWritten(b) {
 		end = b.CreationTimestamp
 	}
 	if end.IsZero() {

@@ -228,33 +228,6 @@ func TestInstallFollowsTheProvisioning(t *testing.T) {
 	}
 }
 
-// TestBMCErrorKeepsTheInstall: the operator's error on a provisioned host
-// (its BMC stops answering) keeps the node's install where it was, and
-// when the error clears nothing is run again.
-func TestBMCErrorKeepsTheInstall(t *testing.T) {
-	t1 := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
-	done := metav1.NewTime(t1.Add(time.Minute))
-	p := prov(map[string]string{"m1": "52:54:00:00:00:01"}, nil)
-	phases := []bpa.Phase{{Name: bpa.PhaseConnect, Started: t1, Finished: &done}, {Name: bpa.PhaseInit, Started: t1, Finished: &done}}
-	p.Status.Hosts = []bpa.HostStatus{{Name: "m1", Role: RoleMaster, State: bpa.HostReady, ProvisionedAt: &t1, Address: "10.0.0.5", Phases: phases}}
-	b := bmh("bmh-m1", "52:54:00:00:00:01", metal3.StateProvisioned)
-	b.Status.OperationHistory.Provision.End = t1
-	b.Status.OperationalStatus = metal3.OperationalStatusError
-	b.Status.ErrorType = metal3.PowerManagementError
-	b.Status.ErrorMessage = "Failed to get power state for node: IPMI call failed: power status."
-	now := metav1.NewTime(t1.Add(time.Hour))
-
-	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
-	if h := p.Status.Hosts[0]; h.State != bpa.HostReady || len(h.Phases) != 2 || h.Address != "10.0.0.5" || h.Error != "" {
-		t.Errorf("a BMC error on a Ready host: %+v, want it Ready with its phases", h)
-	}
-	b.Status.OperationalStatus, b.Status.ErrorType, b.Status.ErrorMessage = metal3.OperationalStatusOK, "", ""
-	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
-	if h := p.Status.Hosts[0]; h.State != bpa.HostReady || len(h.Phases) != 2 {
-		t.Errorf("the BMC answers again: %+v, want it Ready with its phases, nothing to run again", h)
-	}
-}
-
 // TestSchedulableMastersOnly: every master of a cluster with no worker
 // runs workloads; with workers, only a master also named as a worker does.
 func TestSchedulableMastersOnly(t *testing.T) {
@@ -280,36 +253,5 @@ func TestSchedulableMastersOnly(t *testing.T) {
 		if strings.Join(names, ",") != c.want {
 			t.Errorf("%s: schedulable masters %v, want %s", c.name, names, c.want)
 		}
-	}
-}
-
-// TestExternallyProvisionedKeepsTheInstall: a host provisioned before the
-// baremetal-operator (no provision time recorded) keeps its install from
-// one pass to the next, and is installed again only when its
-// BareMetalHost is made anew.
-func TestExternallyProvisionedKeepsTheInstall(t *testing.T) {
-	t1 := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
-	done := metav1.NewTime(t1.Add(time.Minute))
-	p := prov(map[string]string{"m1": "52:54:00:00:00:01"}, nil)
-	b := bmh("bmh-m1", "52:54:00:00:00:01", metal3.StateExternallyProvisioned)
-	b.CreationTimestamp = t1
-	now := metav1.NewTime(t1.Add(time.Hour))
-
-	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
-	if h := p.Status.Hosts[0]; h.State != bpa.HostProvisioned || h.ProvisionedAt == nil {
-		t.Fatalf("an externally provisioned host: %+v, want Provisioned with a time", h)
-	}
-	// The BPA connected and installed.
-	p.Status.Hosts[0].State = bpa.HostInstalling
-	p.Status.Hosts[0].Phases = []bpa.Phase{{Name: bpa.PhaseConnect, Started: t1, Finished: &done}, {Name: bpa.PhaseInstall, Started: t1, Finished: &done}}
-	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
-	if h := p.Status.Hosts[0]; h.State != bpa.HostInstalling || len(h.Phases) != 2 {
-		t.Errorf("the next pass: %+v, want the install kept", h)
-	}
-	// The BareMetalHost made anew: another machine, or the same one again.
-	b.CreationTimestamp = metav1.NewTime(t1.Add(30 * time.Minute))
-	p.Status.Hosts = HostStatuses(p, []metal3.BareMetalHost{b}, now)
-	if h := p.Status.Hosts[0]; h.State != bpa.HostProvisioned || len(h.Phases) != 0 {
-		t.Errorf("a BareMetalHost made anew: %+v, want its install begun anew", h)
 	}
 }

@@ -1,7 +1,7 @@
 // Command bpa-operator is the binary provisioning agent: it matches each
 // master and worker of every bpa.akraino.org Provisioning to the metal3.io
 // BareMetalHost with its boot MAC address and reports each host's state in
-// the Provisioning's status. It runs in-cluster (images/recipes.yaml builds
+// the Provisioning's status, in the namespaces --namespace names only. It runs in-cluster (images/recipes.yaml builds
 // its image) or, for development, with --kubeconfig.
 //
 // It lives under internal/bpa so that the toolchain's cache key for its
@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,14 @@ func main() {
 	flag.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts unrenewed")
 	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up and exits")
 	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+	flag.Func("namespace", "a namespace whose Provisionings the BPA serves, with their BareMetalHosts, install ConfigMap and SSH key (repeat or separate with commas; default "+controller.DefaultNamespace+"); each needs the Role manifests/22-rbac-bpa.yaml gives in "+controller.DefaultNamespace, func(v string) error {
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				o.Namespaces = append(o.Namespaces, ns)
+			}
+		}
+		return nil
+	})
 	// config registers --kubeconfig on the default flag set.
 	flag.Parse()
 	if *showVersion {
@@ -56,7 +65,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	slog.Info("bpa-operator starting", "version", version)
+	slog.Info("bpa-operator starting", "version", version, "namespaces", o.Namespaces)
 	if err := controller.Run(ctx, cfg, o); err != nil {
 		slog.Error("bpa-operator failed", "err", err)
 		os.Exit(1)
