@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 )
 
@@ -41,6 +43,10 @@ type Reconciler struct {
 	// Installs turns on the installer: once a Provisioning's first master
 	// is provisioned, install its hosts over SSH and form the cluster.
 	Installs bool
+	// Executors opens the executors that run the install's work on the
+	// hosts; install.SSH (detached jobs over SSH) when nil. Tests give
+	// install.Fake's.
+	Executors func(cfg *install.Config, key ssh.Signer) install.Connector
 }
 
 // Reconcile recomputes one Provisioning's status and writes it when it
