@@ -42,7 +42,9 @@ var jobSh string
 // connection leaves the job running, and the next Run of the same job
 // (same phase, same script) attaches to it, or reads its result, instead
 // of starting it again; a script cut in transit fails its checksum and
-// never starts.
+// never starts. A job of the same phase with another script (a join's
+// changes with each token) that still runs is waited for, never run
+// beside.
 //
 // setsid rather than systemd-run: it is in util-linux, on every host the
 // stick installs and on any machine the tests run on (which may have no
@@ -143,7 +145,7 @@ func (e *SSHExecutor) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	defer cancel()
 
-	res, err := e.wait(rctx, j, id, sum)
+	res, watched, err := e.wait(rctx, j, id, sum)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		return res, err
 	}
@@ -159,25 +161,56 @@ func (e *SSHExecutor) Run(ctx context.Context, j Job) (Result, error) {
 	de := &DeadlineError{Host: e.Host, Phase: j.Name, Deadline: d, Detail: "its processes were killed"}
 	kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), KillTimeout)
 	defer kcancel()
-	if _, kerr := e.action(kctx, j, "", "kill", e.dir(), id, strconv.Itoa(int(KillGrace/time.Second))); kerr != nil {
+	if _, kerr := e.action(kctx, j, "", "kill", e.dir(), watched, strconv.Itoa(int(KillGrace/time.Second))); kerr != nil {
 		de.Detail = "killing its processes failed: " + Redact(kerr.Error(), j.Secrets...)
 	}
 	e.Close()
 	return Result{}, de
 }
 
-// wait starts j (or attaches to it) and polls until it ends.
-func (e *SSHExecutor) wait(ctx context.Context, j Job, id, sum string) (Result, error) {
-	out, err := e.action(ctx, j, j.Script, "start", e.dir(), id, sum)
-	if err != nil {
-		return Result{}, err
+// wait starts j (or attaches to it) and polls until it ends. It returns
+// the job it watched last, for a kill.
+func (e *SSHExecutor) wait(ctx context.Context, j Job, id, sum string) (Result, string, error) {
+	for {
+		out, err := e.action(ctx, j, j.Script, "start", e.dir(), id, sum)
+		if err != nil {
+			return Result{}, id, err
+		}
+		st := strings.TrimSpace(out)
+		if other, ok := strings.CutPrefix(st, "busy "); ok {
+			// An earlier job of this phase still runs, left by a Run whose
+			// connection was lost with another script (a join's differs
+			// each try: a new token). Wait for its end (its result was
+			// that Run's), then start this one: two never run at once,
+			// and this Run's deadline bounds the earlier one too.
+			if _, _, err := e.result(ctx, j, other); err != nil && !errors.Is(err, errGone) {
+				return Result{}, other, err
+			}
+			continue
+		}
+		rc, log, err := e.result(ctx, j, id)
+		if err != nil {
+			return Result{}, id, err
+		}
+		res := Result{Attached: st != "started", Output: Redact(log, j.Secrets...)}
+		if rc != 0 {
+			return res, id, &JobError{Host: e.Host, Phase: j.Name, ExitCode: rc, Output: tail(res.Output, 6)}
+		}
+		return res, id, nil
 	}
-	res := Result{Attached: strings.TrimSpace(out) != "started"}
+}
+
+// errGone is a job that stopped without a result.
+var errGone = errors.New("stopped without a result (did the host restart?)")
+
+// result polls job id until it ends, clears its result, and returns its
+// exit status and the end of its output (not yet redacted).
+func (e *SSHExecutor) result(ctx context.Context, j Job, id string) (int, string, error) {
 	wait := strconv.Itoa(max(1, int(PollWait/time.Second)))
 	for {
 		out, err := e.action(ctx, j, "", "poll", e.dir(), id, wait)
 		if err != nil {
-			return Result{}, err
+			return 0, "", err
 		}
 		status, log, _ := strings.Cut(out, "\n")
 		switch {
@@ -185,23 +218,18 @@ func (e *SSHExecutor) wait(ctx context.Context, j Job, id, sum string) (Result, 
 			continue
 		case status == "gone":
 			e.forget(ctx, j, id)
-			return Result{}, fmt.Errorf("%s on %s stopped without a result (did the host restart?): %s",
-				j.Name, e.Host, Redact(tail(log, 6), j.Secrets...))
+			return 0, "", fmt.Errorf("%s on %s %w: %s", j.Name, e.Host, errGone, Redact(tail(log, 6), j.Secrets...))
 		case strings.HasPrefix(status, "finished "):
 			rc, err := strconv.Atoi(strings.TrimPrefix(status, "finished "))
 			if err != nil {
-				return Result{}, fmt.Errorf("%s on %s: a result file that holds %q", j.Name, e.Host, status)
+				return 0, "", fmt.Errorf("%s on %s: a result file that holds %q", j.Name, e.Host, status)
 			}
 			// Read, then forget: a connection lost in between leaves the
 			// result for the next Run, never the job run twice.
 			e.forget(ctx, j, id)
-			res.Output = Redact(log, j.Secrets...)
-			if rc != 0 {
-				return res, &JobError{Host: e.Host, Phase: j.Name, ExitCode: rc, Output: tail(res.Output, 6)}
-			}
-			return res, nil
+			return rc, log, nil
 		default:
-			return Result{}, fmt.Errorf("%s on %s: the job's poll answered %q", j.Name, e.Host, Redact(status, j.Secrets...))
+			return 0, "", fmt.Errorf("%s on %s: the job's poll answered %q", j.Name, e.Host, Redact(status, j.Secrets...))
 		}
 	}
 }

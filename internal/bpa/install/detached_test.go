@@ -228,6 +228,71 @@ func TestExecutorCutStreamAttaches(t *testing.T) {
 	}
 }
 
+// TestExecutorWaitsForAnEarlierJobOfItsPhase: a join's script differs
+// from try to try (a new token each). When the connection of one try was
+// cut while its job ran, the next try's job does not run beside it: its
+// Run waits for the earlier one to end, then starts its own.
+func TestExecutorWaitsForAnEarlierJobOfItsPhase(t *testing.T) {
+	fastJobs(t)
+	setServerAlive(t, 50*time.Millisecond, 4)
+	ctx, cancel := testctx.New(t, time.Minute)
+	defer cancel()
+	h := newShellHost(t)
+	dir, work := t.TempDir(), t.TempDir()
+	mkfifo(t, work+"/started")
+	mkfifo(t, work+"/release")
+	earlier := Job{Name: "join", Script: "echo earlier >>" + work + "/order\necho up >" + work + "/started\nread _ <" + work + "/release\n"}
+	next := Job{Name: "join", Script: "echo next >>" + work + "/order\necho joined\n"}
+
+	cut := newCutter(t, h.srv.Addr)
+	first := h.executor(t, ctx, cut.addr, dir)
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Run(ctx, earlier)
+		done <- err
+	}()
+	if _, err := os.ReadFile(work + "/started"); err != nil {
+		t.Fatal(err)
+	}
+	cut.Cut()
+	if err := <-done; err == nil {
+		t.Fatal("a Run whose connection was cut ended well")
+	}
+	for len(h.answered) > 0 {
+		<-h.answered
+	}
+	second := h.executor(t, ctx, h.srv.Addr, dir)
+	type ran struct {
+		res Result
+		err error
+	}
+	again := make(chan ran, 1)
+	go func() {
+		res, err := second.Run(ctx, next)
+		again <- ran{res, err}
+	}()
+	for busy := false; !busy; {
+		select {
+		case out := <-h.answered:
+			busy = strings.HasPrefix(out, "busy join-")
+		case r := <-again:
+			t.Fatalf("the next try ended while the earlier job ran: %+v %v", r.res, r.err)
+		case <-ctx.Done():
+			t.Fatal("the next try never found the earlier job")
+		}
+	}
+	if err := os.WriteFile(work+"/release", []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-again
+	if r.err != nil || strings.TrimSpace(r.res.Output) != "joined" {
+		t.Fatalf("the next try: %+v %v", r.res, r.err)
+	}
+	if b, _ := os.ReadFile(work + "/order"); string(b) != "earlier\nnext\n" {
+		t.Errorf("the jobs ran %q, want the earlier to its end, then the next", b)
+	}
+}
+
 // TestExecutorRefusesAWrongChecksum: a script damaged on its way (here,
 // one byte changed) fails its checksum on the host and never starts.
 func TestExecutorRefusesAWrongChecksum(t *testing.T) {

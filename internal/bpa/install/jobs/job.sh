@@ -9,7 +9,9 @@
 # Actions:
 #   start SHA256  the script on standard input: start it, unless this job
 #                 already runs or ended (then attach: print running or
-#                 finished). Prints started, running or finished.
+#                 finished), or another job of its phase (ID's part before
+#                 its last "-") still runs: print "busy OTHER-ID" and start
+#                 nothing. Prints started, running, finished or busy.
 #   poll WAIT     wait up to WAIT seconds for the job to end; print
 #                 "finished RC" and the end of its log, "running", or
 #                 "gone" (no result and no process: the host restarted).
@@ -40,6 +42,12 @@ alive() {
 	[ "${s%% *}" != Z ]
 }
 
+# alive_id ID: job ID's leader runs.
+alive_id() {
+	local j=$dir/$1
+	alive
+}
+
 # group_alive PGID: a live process of the group is left.
 group_alive() {
 	local f s pid
@@ -59,6 +67,11 @@ start)
 	flock -w 60 8 || { echo "another start holds $dir/.start.lock" >&2; exit 96; }
 	if [ -e "$j.rc" ]; then cat >/dev/null; echo finished; exit 0; fi
 	if alive; then cat >/dev/null; echo running; exit 0; fi
+	for f in "$dir/${id%-*}"-*.pid; do
+		[ -e "$f" ] || continue
+		other=${f##*/} && other=${other%.pid}
+		if [ "$other" != "$id" ] && alive_id "$other"; then cat >/dev/null; echo "busy $other"; exit 0; fi
+	done
 	cat >"$j.sh.part"
 	got=$(sha256sum "$j.sh.part") && got=${got%% *}
 	if [ "$got" != "$arg" ]; then
