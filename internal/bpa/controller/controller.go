@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 )
 
@@ -47,6 +49,10 @@ type Reconciler struct {
 	// Recorder records Events on Provisionings; SetupWithManager takes
 	// the manager's when nil.
 	Recorder events.EventRecorder
+	// Executors opens the executors that run the install's work on the
+	// hosts; install.SSH (detached jobs over SSH) when nil. Tests give
+	// install.Fake's.
+	Executors func(cfg *install.Config, key ssh.Signer) install.Connector
 }
 
 // Reconcile recomputes one Provisioning's status and writes it when it

@@ -43,7 +43,23 @@ var (
 	BackoffMax  = 2 * time.Minute
 	// ReadyPoll is how often the BPA looks at the nodes until all are Ready.
 	ReadyPoll = 10 * time.Second
+	// ObservePoll is how often a phase reads the cluster's state until
+	// it shows the phase done.
+	ObservePoll = 10 * time.Second
 )
+
+// PhaseDeadlines bound each host's long phases, each on its own: a host
+// that passes one has its job killed and is failed and retried, while
+// the others go on. They are generous for hosts without KVM (TCG), where
+// a package install takes minutes and kubeadm's own timeouts, which the
+// scripts set to 20 minutes for the control plane (see timeouts in
+// package install), must run out before the BPA's; a join adds its wait
+// for a Ready node and a started etcd member.
+var PhaseDeadlines = map[string]time.Duration{
+	bpa.PhaseInstall: 20 * time.Minute,
+	bpa.PhaseInit:    25 * time.Minute,
+	bpa.PhaseJoin:    25 * time.Minute,
+}
 
 func backoff(failures int32) time.Duration {
 	d := BackoffBase
@@ -98,12 +114,14 @@ type run struct {
 	key  ssh.Signer
 	cl   install.Cluster
 	now  func() time.Time
+	// connect opens an executor on a host.
+	connect install.Connector
 	// mu guards the status, requeue and clients: hosts are installed at
 	// once.
 	mu sync.Mutex
 	// requeue is the soonest the pass wants to run again (0: no need).
 	requeue time.Duration
-	clients map[string]*install.Client
+	clients map[string]install.Executor
 }
 
 // wantAgain asks for another pass after d; x.mu must be held.
@@ -178,7 +196,7 @@ func (x *run) refuse(ctx context.Context, reason, msg string) error {
 // it starts and ends; a phase that ended for the host's current
 // provisioning is not run again.
 func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []metal3.BareMetalHost) (time.Duration, error) {
-	x := &run{r: r, p: p, bmhs: map[string]*metal3.BareMetalHost{}, now: r.clock(), clients: map[string]*install.Client{}}
+	x := &run{r: r, p: p, bmhs: map[string]*metal3.BareMetalHost{}, now: r.clock(), clients: map[string]install.Executor{}}
 	defer func() {
 		for _, c := range x.clients {
 			c.Close()
@@ -234,10 +252,24 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 		podSubnet = install.DefaultPodSubnet
 	}
 	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl, Schedulable: Schedulable(p.Spec)}
+	executors := r.Executors
+	if executors == nil {
+		executors = install.SSH
+	}
+	x.connect = executors(cfg, x.key)
 
-	// Connect to and install every provisioned host not yet in the
-	// cluster, all at once.
-	installed := map[string]bool{}
+	// Each provisioned host not yet in the cluster goes its own way, all
+	// at once: connect, install, then init (the first master) or join
+	// once the first master has made the cluster. A host that is slow,
+	// silent or failing holds no other: each phase has its own deadline.
+	initOver := make(chan struct{}) // closed once the first master's init was tried, or was done before
+	var initOnce sync.Once
+	endInit := func() { initOnce.Do(func() { close(initOver) }) }
+	if inCluster(first) {
+		endInit()
+	}
+	// Masters join one at a time: etcd grows by one member at a time.
+	var masterJoin sync.Mutex
 	var wg sync.WaitGroup
 	for i := range p.Status.Hosts {
 		h := &p.Status.Hosts[i]
@@ -247,35 +279,35 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok := x.prepare(ctx, h)
-			x.mu.Lock()
-			installed[h.Name] = ok
-			x.mu.Unlock()
+			if h == first {
+				defer endInit()
+			}
+			if !x.prepare(ctx, h) {
+				return
+			}
+			if h == first {
+				x.makeNode(ctx, h, true)
+				return
+			}
+			select {
+			case <-initOver:
+			case <-ctx.Done():
+				return
+			}
+			if !inCluster(first) {
+				return
+			}
+			if h.Role == RoleMaster {
+				masterJoin.Lock()
+				defer masterJoin.Unlock()
+			}
+			x.makeNode(ctx, h, false)
 		}()
 	}
 	wg.Wait()
-	// The first master makes the cluster; the others need it.
-	if !inCluster(first) && (!installed[first.Name] || !x.makeNode(ctx, first, true)) {
+	if !inCluster(first) {
 		return x.requeue, x.save(ctx)
 	}
-	x.cl.Endpoint = hostOnly(first.Address)
-	// Masters join one at a time (etcd grows by one member at a time),
-	// then the workers all at once.
-	for i := range p.Status.Hosts {
-		if h := &p.Status.Hosts[i]; h.Role == RoleMaster && installed[h.Name] {
-			x.makeNode(ctx, h, false)
-		}
-	}
-	for i := range p.Status.Hosts {
-		if h := &p.Status.Hosts[i]; h.Role == RoleWorker && installed[h.Name] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				x.makeNode(ctx, h, false)
-			}()
-		}
-	}
-	wg.Wait()
 	x.readyPhase(ctx)
 	return x.requeue, x.save(ctx)
 }
@@ -355,7 +387,9 @@ func (x *run) fail(ctx context.Context, h *bpa.HostStatus, phase string, err err
 		t := metav1.NewTime(x.now().Truncate(time.Second))
 		h.State, h.LastUpdated = st, &t
 	}
-	h.Error = fmt.Sprintf("%s: %v (try %d; next at %s)", phase, err, h.Failures, next.UTC().Format(time.TimeOnly))
+	// Errors of jobs and queries are redacted where they are made; this
+	// masks anything shaped like a token that came another way.
+	h.Error = install.Redact(fmt.Sprintf("%s: %v (try %d; next at %s)", phase, err, h.Failures, next.UTC().Format(time.TimeOnly)))
 	// The next try connects anew; this connection is closed, not leaked.
 	if c := x.clients[h.Name]; c != nil {
 		c.Close()
@@ -381,14 +415,14 @@ func (x *run) waiting(h *bpa.HostStatus) bool {
 	return false
 }
 
-func (x *run) client(ctx context.Context, h *bpa.HostStatus) (*install.Client, error) {
+func (x *run) client(ctx context.Context, h *bpa.HostStatus) (install.Executor, error) {
 	x.mu.Lock()
 	c := x.clients[h.Name]
 	x.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	c, err := install.Connect(ctx, x.cfg, x.key, h.Name, h.Address)
+	c, err := x.connect(ctx, h.Name, h.Address)
 	if err != nil {
 		return nil, err
 	}
@@ -403,17 +437,26 @@ func (x *run) client(ctx context.Context, h *bpa.HostStatus) (*install.Client, e
 }
 
 // step runs phase name of h with f (unless it ended before; connect
-// always dials), recording its start and end, or the failure.
-func (x *run) step(ctx context.Context, h *bpa.HostStatus, name string, f func(c *install.Client) error) bool {
+// always dials), recording its start and end, or the failure. f gets a
+// context bounded by the phase's deadline.
+func (x *run) step(ctx context.Context, h *bpa.HostStatus, name string, f func(ctx context.Context, c install.Executor) error) bool {
 	if name != bpa.PhaseConnect && phaseDone(h, name) {
 		return true
 	}
 	if !phaseDone(h, name) {
 		x.begin(ctx, h, name)
 	}
-	c, err := x.client(ctx, h)
+	// The phase's own deadline bounds its work, not the recording of its
+	// end or failure.
+	pctx := ctx
+	if d := PhaseDeadlines[name]; d > 0 {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	c, err := x.client(pctx, h)
 	if err == nil && f != nil {
-		err = f(c)
+		err = f(pctx, c)
 	}
 	if err != nil {
 		x.fail(ctx, h, name, err)
@@ -441,12 +484,12 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	if !x.step(ctx, h, bpa.PhaseConnect, nil) {
 		return false
 	}
-	return x.step(ctx, h, bpa.PhaseInstall, func(c *install.Client) error {
+	return x.step(ctx, h, bpa.PhaseInstall, func(ctx context.Context, c install.Executor) error {
 		script, err := install.InstallScript(x.cfg, x.cl)
 		if err != nil {
 			return err
 		}
-		_, err = c.Run(ctx, "installing the packages", script)
+		_, err = c.Run(ctx, install.Job{Name: bpa.PhaseInstall, Script: script, Deadline: PhaseDeadlines[bpa.PhaseInstall]})
 		return err
 	})
 }
@@ -457,27 +500,32 @@ func (x *run) makeNode(ctx context.Context, h *bpa.HostStatus, first bool) bool 
 		return true
 	}
 	if first {
-		return x.step(ctx, h, bpa.PhaseInit, func(c *install.Client) error { return x.initCluster(ctx, c, h) })
+		return x.step(ctx, h, bpa.PhaseInit, func(ctx context.Context, c install.Executor) error { return x.initCluster(ctx, c, h) })
 	}
-	return x.step(ctx, h, bpa.PhaseJoin, func(c *install.Client) error { return x.join(ctx, c, h) })
+	return x.step(ctx, h, bpa.PhaseJoin, func(ctx context.Context, c install.Executor) error { return x.join(ctx, c, h) })
 }
 
-// initCluster makes the cluster on the first master, stores its
-// kubeconfig, and applies the plugins.
-func (x *run) initCluster(ctx context.Context, c *install.Client, h *bpa.HostStatus) error {
-	x.cl.Endpoint = hostOnly(h.Address)
-	script, err := install.InitScript(x.cfg, x.cl, h.Name, hostOnly(h.Address))
+// initCluster makes the cluster on the first master, waits until it
+// answers with its addons and bootstrap RBAC, stores its kubeconfig, and
+// applies the plugins.
+func (x *run) initCluster(ctx context.Context, c install.Executor, h *bpa.HostStatus) error {
+	cl := x.cl
+	cl.Endpoint = hostOnly(h.Address)
+	script, err := install.InitScript(x.cfg, cl, h.Name, hostOnly(h.Address))
 	if err != nil {
 		return err
 	}
-	if _, err := c.Run(ctx, "kubeadm init", script); err != nil {
+	if _, err := c.Run(ctx, install.Job{Name: bpa.PhaseInit, Script: script, Deadline: PhaseDeadlines[bpa.PhaseInit]}); err != nil {
+		return err
+	}
+	if err := x.observe(ctx, h, bpa.PhaseInit, func() ([]string, error) { return install.InitMissing(ctx, c) }); err != nil {
 		return err
 	}
 	if err := x.storeKubeconfig(ctx, c); err != nil {
 		return err
 	}
-	for _, name := range x.cl.Plugins {
-		m, err := install.PluginManifest(x.cfg, x.cl, name)
+	for _, name := range cl.Plugins {
+		m, err := install.PluginManifest(x.cfg, cl, name)
 		if err != nil {
 			return err
 		}
@@ -488,12 +536,38 @@ func (x *run) initCluster(ctx context.Context, c *install.Client, h *bpa.HostSta
 	return nil
 }
 
+// observe waits until missing reports nothing missing: the phase's
+// observed state. It reads every ObservePoll until the phase's deadline
+// (ctx's), and then fails with what was still missing.
+func (x *run) observe(ctx context.Context, h *bpa.HostStatus, phase string, missing func() ([]string, error)) error {
+	t := time.NewTicker(ObservePoll)
+	defer t.Stop()
+	for {
+		m, err := missing()
+		if err != nil {
+			return err
+		}
+		if len(m) == 0 {
+			return nil
+		}
+		ctrl.LoggerFrom(ctx).Info("waiting for the cluster", "host", h.Name, "phase", phase, "missing", strings.Join(m, "; "))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return &install.DeadlineError{Host: h.Name, Phase: phase, Deadline: PhaseDeadlines[phase], Detail: "still " + strings.Join(m, "; ")}
+			}
+			return ctx.Err()
+		}
+	}
+}
+
 // storeKubeconfig copies the admin kubeconfig into the cluster's Secret.
 // The Secret is labelled with the cluster's name and owned by nothing:
 // it is the only admin credential of a running cluster, so deleting the
 // Provisioning must not take it along (an ownerReference a BPA before
 // this one set is dropped).
-func (x *run) storeKubeconfig(ctx context.Context, master *install.Client) error {
+func (x *run) storeKubeconfig(ctx context.Context, master install.Querier) error {
 	kc, err := install.Kubeconfig(ctx, master)
 	if err != nil {
 		return err
@@ -512,7 +586,9 @@ func (x *run) storeKubeconfig(ctx context.Context, master *install.Client) error
 	if err != nil {
 		return fmt.Errorf("storing the kubeconfig in Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
+	x.mu.Lock()
 	x.p.Status.KubeconfigSecret = s.Name
+	x.mu.Unlock()
 	if op != controllerutil.OperationResultNone {
 		x.r.event(ref(x.p), false, ReasonKubeconfigStored, "StoreKubeconfig",
 			fmt.Sprintf("the admin kubeconfig of cluster %s is in Secret %s/%s (key %s)", x.cl.Name, s.Namespace, s.Name, KubeconfigKey))
@@ -520,8 +596,9 @@ func (x *run) storeKubeconfig(ctx context.Context, master *install.Client) error
 	return nil
 }
 
-// join joins h through the first master.
-func (x *run) join(ctx context.Context, c *install.Client, h *bpa.HostStatus) error {
+// join joins h through the first master, and waits until the node is
+// Ready and, for a master, its etcd member started and healthy.
+func (x *run) join(ctx context.Context, c install.Executor, h *bpa.HostStatus) error {
 	first := x.firstMaster()
 	if first == nil || !phaseDone(first, bpa.PhaseInit) {
 		return errors.New("the first master has no cluster yet")
@@ -535,12 +612,17 @@ func (x *run) join(ctx context.Context, c *install.Client, h *bpa.HostStatus) er
 	if err != nil {
 		return err
 	}
-	script, err := install.JoinScript(x.cl, h.Name, hostOnly(h.Address), master, j)
+	cl := x.cl
+	cl.Endpoint = hostOnly(first.Address)
+	script, err := install.JoinScript(cl, h.Name, hostOnly(h.Address), master, j)
 	if err != nil {
 		return err
 	}
-	_, err = c.Run(ctx, "kubeadm join", script, j.Token, j.CertificateKey)
-	return err
+	if _, err := c.Run(ctx, install.Job{Name: bpa.PhaseJoin, Script: script, Secrets: []string{j.Token, j.CertificateKey},
+		Deadline: PhaseDeadlines[bpa.PhaseJoin]}); err != nil {
+		return err
+	}
+	return x.observe(ctx, h, bpa.PhaseJoin, func() ([]string, error) { return install.JoinMissing(ctx, m, h.Name, master) })
 }
 
 func (x *run) firstMaster() *bpa.HostStatus {

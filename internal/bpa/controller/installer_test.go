@@ -173,7 +173,8 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 	// The right machine: connected; its install fails, the token masked.
 	setConfig(srv.Addr)
 	h = wait("install fails", func(_ *bpa.Provisioning, h bpa.HostStatus) bool {
-		return h.State == bpa.HostError && strings.Contains(h.Error, "install: installing the packages")
+		// The test's server answers the job's start with the failure.
+		return h.State == bpa.HostError && strings.Contains(h.Error, "install: starting the install job on master-0")
 	})
 	if !phaseDone(&h, bpa.PhaseConnect) || phaseDone(&h, bpa.PhaseInstall) || !strings.Contains(h.Error, "dpkg was interrupted") || !strings.Contains(h.Error, "[redacted]") {
 		t.Errorf("a failed install's status: %+v", h)

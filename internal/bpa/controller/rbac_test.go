@@ -247,7 +247,7 @@ func TestStoreKubeconfigOwnedByNothing(t *testing.T) {
 	p := &bpa.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: DefaultNamespace, UID: "u-1", Labels: map[string]string{ClusterLabel: "tokyo"}}}
 	x := &run{r: &Reconciler{Client: saClient, Recorder: rec}, p: p, cl: install.Cluster{Name: clusterName(p)}, now: time.Now}
 	for range 2 { // made, then found unchanged
-		if err := x.storeKubeconfig(ctx, m); err != nil {
+		if err := x.storeKubeconfig(ctx, install.NewSSHExecutor("master-0", m)); err != nil {
 			t.Fatal(err)
 		}
 	}

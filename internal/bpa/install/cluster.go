@@ -190,7 +190,8 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		return "", err
 	}
 	return render("init.sh", map[string]any{"KubeadmConfig": cfg,
-		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists"}})
+		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists",
+			"Live": "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s get --raw /readyz"}})
 }
 
 // Join is what a host needs to join: secrets, never logged.
@@ -233,7 +234,8 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 		return "", err
 	}
 	return render("join.sh", map[string]any{"JoinConfig": cfg,
-		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined"}})
+		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined",
+			"Live": "kubectl --kubeconfig /etc/kubernetes/kubelet.conf --request-timeout=20s get node " + shellQuote(host)}})
 }
 
 // PluginManifest is the plugin's objects for kubectl apply.

@@ -5,6 +5,12 @@
 // with kubeadm (init on the first master, join for the others). Every step
 // is idempotent, so a BPA that stopped in the middle starts the same step
 // again and carries on.
+//
+// The long steps run behind an Executor: SSHExecutor runs each as a job
+// detached on the host (detached.go), which a lost connection neither
+// cuts in half nor orphans, and Fake stands in for the hosts in the
+// controller's tests. A step is done on the cluster's observed state
+// (observe.go), never on a file's existence.
 package install
 
 import (

@@ -36,21 +36,30 @@ func Connect(ctx context.Context, c *Config, key ssh.Signer, name, address strin
 	return Dial(ctx, address, key, hk)
 }
 
+// What the queries below are called; the fake answers by these.
+const (
+	whatKubeconfig  = "reading the admin kubeconfig"
+	whatToken       = "creating a bootstrap token"
+	whatCA          = "reading the cluster's CA"
+	whatUploadCerts = "uploading the control-plane certificates"
+	whatNodes       = "reading the nodes"
+)
+
 // Kubeconfig reads the cluster's admin kubeconfig from a master.
-func Kubeconfig(ctx context.Context, master *Client) ([]byte, error) {
-	return master.Run(ctx, "reading the admin kubeconfig", "cat /etc/kubernetes/admin.conf\n")
+func Kubeconfig(ctx context.Context, master Querier) ([]byte, error) {
+	return master.Query(ctx, whatKubeconfig, "cat /etc/kubernetes/admin.conf\n")
 }
 
 // JoinSecrets makes what a host needs to join, on the first master: a
 // bootstrap token for an hour, the CA's hash and, for a master, the
 // control-plane certificates uploaded under a new key.
-func JoinSecrets(ctx context.Context, master *Client, controlPlane bool) (Join, error) {
-	out, err := master.Run(ctx, "creating a bootstrap token", "kubeadm token create --ttl 1h0m0s\n")
+func JoinSecrets(ctx context.Context, master Querier, controlPlane bool) (Join, error) {
+	out, err := master.Query(ctx, whatToken, "kubeadm token create --ttl 1h0m0s\n")
 	if err != nil {
 		return Join{}, err
 	}
 	j := Join{Token: strings.TrimSpace(string(out))}
-	ca, err := master.Run(ctx, "reading the cluster's CA", "cat /etc/kubernetes/pki/ca.crt\n", j.Token)
+	ca, err := master.Query(ctx, whatCA, "cat /etc/kubernetes/pki/ca.crt\n", j.Token)
 	if err != nil {
 		return Join{}, err
 	}
@@ -58,7 +67,7 @@ func JoinSecrets(ctx context.Context, master *Client, controlPlane bool) (Join, 
 		return Join{}, err
 	}
 	if controlPlane {
-		out, err := master.Run(ctx, "uploading the control-plane certificates",
+		out, err := master.Query(ctx, whatUploadCerts,
 			"kubeadm init phase upload-certs --upload-certs 2>/dev/null | tail -n 1\n", j.Token)
 		if err != nil {
 			return Join{}, err
@@ -69,15 +78,15 @@ func JoinSecrets(ctx context.Context, master *Client, controlPlane bool) (Join, 
 }
 
 // Apply applies a manifest with the master's kubectl.
-func Apply(ctx context.Context, master *Client, what, manifest string) error {
+func Apply(ctx context.Context, master Querier, what, manifest string) error {
 	script := "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f - >/dev/null <<'BOOTSTICK_END'\n" + manifest + "BOOTSTICK_END\n"
-	_, err := master.Run(ctx, "applying "+what, script)
+	_, err := master.Query(ctx, "applying "+what, script)
 	return err
 }
 
 // NodesReady reads, on a master, which nodes are Ready.
-func NodesReady(ctx context.Context, master *Client) (map[string]bool, error) {
-	out, err := master.Run(ctx, "reading the nodes",
+func NodesReady(ctx context.Context, master Querier) (map[string]bool, error) {
+	out, err := master.Query(ctx, whatNodes,
 		`kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}'`+"\n")
 	if err != nil {
 		return nil, err

@@ -19,7 +19,8 @@ import (
 // in a mount namespace where /etc and /var/log are folders of the test's
 // own (shared by every run, as one host's are), with a fake kubeadm first
 // on the PATH that logs each call and makes or removes admin.conf and
-// kubelet.conf as the real one does.
+// kubelet.conf as the real one does, and a fake kubectl that answers
+// while /etc/fake-api-answers exists.
 type scriptHost struct {
 	t                     *testing.T
 	dir, etc, log, calls  string
@@ -58,6 +59,10 @@ esac
 	if err := os.WriteFile(filepath.Join(h.bin, "kubeadm"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// kubectl: the cluster answers while /etc/fake-api-answers exists.
+	if err := os.WriteFile(filepath.Join(h.bin, "kubectl"), []byte("#!/bin/sh\n[ -e /etc/fake-api-answers ]\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -90,7 +95,9 @@ func (h *scriptHost) takeCalls() string {
 // TestKubeadmScriptsFinishOnTheirMark: init and join count as done only
 // when kubeadm ended well on the host (their mark), not when the files it
 // writes early exist: a run again does nothing, and one cut short (its
-// files, no mark) is undone and made again. Two runs never overlap: a run
+// files, no mark) is undone and made again. A host set up before the
+// marks is kept only when what it made answers (kubectl with its
+// credentials). Two runs never overlap: a run
 // whose session was cut goes on to its end while a second waits for it,
 // and the second then finds the cluster made.
 func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
@@ -116,9 +123,12 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 		{"join", joinS, "rm -rf /etc/kubernetes /etc/bootstick", "joined", "join"},
 		{"join again", joinS, "", "joined", ""},
 		{"join cut short (kubelet.conf, no mark)", joinS, "rm /etc/bootstick/kubeadm-join.done", "joined", "reset join"},
-		// Installed before the marks: kept, never reset.
-		{"a node joined before the marks", joinS, "rm -rf /etc/bootstick", "joined", ""},
-		{"a cluster made before the marks", initS, "rm -rf /etc/bootstick; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "exists", ""},
+		// Installed before the marks: kept, never reset, when what it
+		// made answers; its files alone prove nothing.
+		{"a node joined before the marks", joinS, "rm -rf /etc/bootstick; touch /etc/fake-api-answers", "joined", ""},
+		{"kubelet.conf before the marks, no node answers", joinS, "rm -rf /etc/bootstick /etc/fake-api-answers", "joined", "reset join"},
+		{"a cluster made before the marks", initS, "rm -rf /etc/bootstick; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf /etc/fake-api-answers", "exists", ""},
+		{"admin.conf before the marks, no API answers", initS, "rm -rf /etc/bootstick /etc/kubernetes /etc/fake-api-answers; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "created", "reset init"},
 		// The host that made the cluster is never undone by a join.
 		{"a join on the first master", joinS, "rm -f /etc/bootstick/kubeadm-join.done", "joined", ""},
 	} {

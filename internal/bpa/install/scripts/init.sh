@@ -1,10 +1,14 @@
 # Creates the cluster on the first master, unless kubeadm init ended well
-# here before (its mark, written only then). One kubeadm at a time: a run
-# whose session was cut or stopped goes on to its end (it ignores the
-# hangup, its closed output and SIGTERM), and a second run waits for it
-# and reads its mark. An init cut short otherwise (the host went down)
-# left files but no mark: kubeadm cannot resume one, so it is undone and
-# made again.
+# here before (its mark, written only then). The BPA runs it detached (its
+# own session, see jobs/job.sh), so a lost connection stops nothing; it
+# still ignores the hangup, a closed output and SIGTERM, and one kubeadm
+# runs at a time: a second run waits for the first and reads its mark.
+# An init cut short otherwise (the host went down, its deadline killed
+# it) left files but no mark: kubeadm cannot resume one, so it is undone
+# and made again. That never undoes a node the BPA recorded: it records
+# one only after this script ended well and the cluster answered with
+# its addons and bootstrap RBAC. The mark is not that proof either; the
+# BPA reads the cluster's state after it (observe.go).
 {{template "kubeadm-once" .Once}}
 if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml ]; then
 	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true

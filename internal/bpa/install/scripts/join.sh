@@ -1,8 +1,8 @@
 # Joins this host to the cluster, unless kubeadm join ended well here
-# before (its mark, written only then: a control-plane join writes
-# kubelet.conf before its etcd member exists). One kubeadm at a time, as
-# in init.sh: a run whose session was cut goes on to its end, a second
-# waits for it. A join cut short otherwise is undone and made again.
+# before (its mark, written only then). Run detached and one kubeadm at a
+# time, as init.sh is. A join cut short otherwise is undone and made
+# again; a node the BPA recorded never is (it records one only once the
+# node is Ready and, for a master, its etcd member started: observe.go).
 {{template "kubeadm-once" .Once}}
 # The host that made the cluster is in it: never undone by a join.
 if [ -f /etc/bootstick/kubeadm-init.done ]; then echo joined; exit 0; fi
