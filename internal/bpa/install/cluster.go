@@ -151,6 +151,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 		ClusterName          string `yaml:"clusterName"`
 		KubernetesVersion    string `yaml:"kubernetesVersion"`
 		ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint"`
+		EncryptionAlgorithm  string `yaml:"encryptionAlgorithm"`
 		Networking           struct {
 			PodSubnet     string `yaml:"podSubnet"`
 			ServiceSubnet string `yaml:"serviceSubnet,omitempty"`
@@ -177,7 +178,9 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: cl.registration(host, address),
 		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
 	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
-		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443"}
+		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443",
+		// Cheap TLS handshakes on small hosts (see kubeadm.KeyAlgorithm).
+		EncryptionAlgorithm: kubeadm.KeyAlgorithm}
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.Endpoint, address}
 	// A slow host's disk must not time etcd out (see kubeadm.EtcdElectionTimeoutMS).
