@@ -133,3 +133,56 @@ func TestLeaderElectionRidesOutASlowAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// No Pod of the appliance's is BestEffort: every container requests CPU
+// and memory. A BestEffort Pod's cgroup has CPU weight 1 against the
+// control plane's Burstable Pods, and on a busy bootstrap machine it
+// waits behind them all (Ironic's API took minutes to answer in Journey
+// B until it requested CPU).
+func TestNoBestEffortPods(t *testing.T) {
+	deployments := 0
+	for _, n := range Files() {
+		data, err := fs.ReadFile(FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var obj struct {
+				Kind     string `yaml:"kind"`
+				Metadata struct {
+					Name string `yaml:"name"`
+				} `yaml:"metadata"`
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Name      string `yaml:"name"`
+								Resources struct {
+									Requests map[string]string `yaml:"requests"`
+								} `yaml:"resources"`
+							} `yaml:"containers"`
+						} `yaml:"spec"`
+					} `yaml:"template"`
+				} `yaml:"spec"`
+			}
+			if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			if obj.Kind != "Deployment" {
+				continue
+			}
+			deployments++
+			for _, c := range obj.Spec.Template.Spec.Containers {
+				if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" {
+					t.Errorf("%s: Deployment %s, container %s requests %v: want a CPU and a memory request", n, obj.Metadata.Name, c.Name, c.Resources.Requests)
+				}
+			}
+		}
+	}
+	if deployments != 3 {
+		t.Errorf("checked %d Deployments, want 3 (the BPA, BMO and Ironic)", deployments)
+	}
+}
