@@ -98,33 +98,9 @@ func TestLeaderElectionRidesOutASlowAPIServer(t *testing.T) {
 		"30-bpa.yaml": {"--leader-elect", "--leader-elect-lease-duration=" + le[0].String(),
 			"--leader-elect-renew-deadline=" + le[1].String(), "--leader-elect-retry-period=" + le[2].String()},
 	} {
-		data, err := fs.ReadFile(FS, file)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var args []string
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		for {
-			var obj struct {
-				Kind string `yaml:"kind"`
-				Spec struct {
-					Template struct {
-						Spec struct {
-							Containers []struct {
-								Args []string `yaml:"args"`
-							} `yaml:"containers"`
-						} `yaml:"spec"`
-					} `yaml:"template"`
-				} `yaml:"spec"`
-			}
-			if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if obj.Kind == "Deployment" {
-				args = obj.Spec.Template.Spec.Containers[0].Args
-			}
+		for _, d := range deployments(t, file) {
+			args = d.Spec.Template.Spec.Containers[0].Args
 		}
 		for _, w := range want {
 			if !slices.Contains(args, w) {
@@ -140,49 +116,61 @@ func TestLeaderElectionRidesOutASlowAPIServer(t *testing.T) {
 // waits behind them all (Ironic's API took minutes to answer in Journey
 // B until it requested CPU).
 func TestNoBestEffortPods(t *testing.T) {
-	deployments := 0
+	count := 0
 	for _, n := range Files() {
-		data, err := fs.ReadFile(FS, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		for {
-			var obj struct {
-				Kind     string `yaml:"kind"`
-				Metadata struct {
-					Name string `yaml:"name"`
-				} `yaml:"metadata"`
-				Spec struct {
-					Template struct {
-						Spec struct {
-							Containers []struct {
-								Name      string `yaml:"name"`
-								Resources struct {
-									Requests map[string]string `yaml:"requests"`
-								} `yaml:"resources"`
-							} `yaml:"containers"`
-						} `yaml:"spec"`
-					} `yaml:"template"`
-				} `yaml:"spec"`
-			}
-			if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-			if obj.Kind != "Deployment" {
-				continue
-			}
-			deployments++
-			for _, c := range obj.Spec.Template.Spec.Containers {
+		for _, d := range deployments(t, n) {
+			count++
+			for _, c := range d.Spec.Template.Spec.Containers {
 				if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" {
-					t.Errorf("%s: Deployment %s, container %s requests %v: want a CPU and a memory request", n, obj.Metadata.Name, c.Name, c.Resources.Requests)
+					t.Errorf("%s: Deployment %s, container %s requests %v: want a CPU and a memory request", n, d.Metadata.Name, c.Name, c.Resources.Requests)
 				}
 			}
 		}
 	}
-	if deployments != 3 {
-		t.Errorf("checked %d Deployments, want 3 (the BPA, BMO and Ironic)", deployments)
+	if count != 3 {
+		t.Errorf("checked %d Deployments, want 3 (the BPA, BMO and Ironic)", count)
+	}
+}
+
+// deployment is what the tests read of a manifest's Deployment.
+type deployment struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Name      string   `yaml:"name"`
+					Args      []string `yaml:"args"`
+					Resources struct {
+						Requests map[string]string `yaml:"requests"`
+					} `yaml:"resources"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+// deployments are the Deployments of manifest file, in order.
+func deployments(t *testing.T, file string) []deployment {
+	t.Helper()
+	data, err := fs.ReadFile(FS, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []deployment
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var d deployment
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if d.Kind == "Deployment" {
+			out = append(out, d)
+		}
 	}
 }

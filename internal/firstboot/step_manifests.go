@@ -155,6 +155,9 @@ func probeProvisioningAddress(n *node, d appsv1.Deployment) (*unstructured.Unstr
 	if err != nil {
 		return nil, err
 	}
+	if early == nil {
+		return nil, fmt.Errorf("Deployment %s serves the site, and site %s was not read", d.Name, n.sitePath)
+	}
 	ip, err := render.ProvisioningIP(early.Bootstrap.Provisioning)
 	if err != nil {
 		return nil, fmt.Errorf("site %s: %w", n.sitePath, err)

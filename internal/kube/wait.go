@@ -24,7 +24,8 @@ const poll = 200 * time.Millisecond
 // etcd and this process all work on: on a bootstrap machine with two slow
 // cores (a TCG guest in the tests), looks at 200 ms ran back to back: 440
 // LISTs of pods by the twelfth minute of Journey B, while the pods waited
-// for were starting on the same cores. A Deployment that becomes available is seen up to 2 s later.
+// for were starting on the same cores. A Deployment that becomes available
+// is seen up to 2 s later.
 const objectPoll = 2 * time.Second
 
 // Ready reports whether the API server answers /readyz with ok, checked

@@ -175,13 +175,28 @@ const defaultMachineNice = 5
 
 // emulator is the machines' QEMU: a script in Dir that runs Debian's at
 // Options.MachineNice (libvirt runs it for its capabilities too).
+//
+// Niceness alone does not make a machine yield. libvirt daemonizes each
+// QEMU into a session of its own, and with the kernel's autogroups
+// (sched_autogroup_enabled, on by default in Debian) the scheduler first
+// shares the CPU equally between sessions and only then, inside each,
+// by niceness. A machine at niceness 19 then took twice the CPU of a
+// bootstrap machine's QEMU sharing the test's session with go test. So
+// a QEMU in an autogroup other than its parent's (a daemonized machine)
+// also sets its group's niceness (/proc/self/autogroup, sched(7)); one
+// in its parent's (libvirt's capability probe) leaves the group alone.
 func (s *Site) emulator() (string, error) {
 	qemu, err := lookPath("qemu-system-x86_64")
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(s.absDir(), "qemu-system-x86_64")
-	script := fmt.Sprintf("#!/bin/sh\nexec nice -n %d %s \"$@\"\n", s.opts.MachineNice, shellQuote(qemu))
+	script := fmt.Sprintf(`#!/bin/sh
+read -r own _ 2>/dev/null < /proc/$$/autogroup
+read -r parent _ 2>/dev/null < /proc/$PPID/autogroup
+if [ "$own" != "$parent" ]; then echo %d > /proc/$$/autogroup; fi
+exec nice -n %d %s "$@"
+`, s.opts.MachineNice, s.opts.MachineNice, shellQuote(qemu))
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
 		return "", fmt.Errorf("QEMU at niceness %d: %w", s.opts.MachineNice, err)
 	}

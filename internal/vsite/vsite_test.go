@@ -2,7 +2,9 @@ package vsite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -81,6 +83,11 @@ func TestBMCDrivesTheMachine(t *testing.T) {
 			if nice, err := s.machineNice(m.Name); err != nil || nice != 19 {
 				t.Errorf("the running machine's niceness is %d (%v), want 19", nice, err)
 			}
+			// Across sessions the scheduler shares by autogroup first,
+			// so the machine's own session must be niced too.
+			if group, err := s.machineAutogroup(m.Name); err != nil || group != "" && !strings.HasSuffix(group, " nice 19") {
+				t.Errorf("the running machine's autogroup is %q (%v), want one at nice 19", group, err)
+			}
 		}
 	}
 	// A tap for a QEMU run from this side lands on the bridge, inside.
@@ -119,6 +126,20 @@ func (s *Site) machineNice(name string) (int, error) {
 	}
 	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	return strconv.Atoi(f[16])
+}
+
+// machineAutogroup reads the scheduling autogroup of the machine's QEMU
+// ("/autogroup-N nice K"), or "" when the kernel has no autogroups.
+func (s *Site) machineAutogroup(name string) (string, error) {
+	pid, err := os.ReadFile(filepath.Join(s.libvirtDir("/run/libvirt"), "qemu", name+".pid"))
+	if err != nil {
+		return "", err
+	}
+	group, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/autogroup")
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(group)), err
 }
 
 // startTestSite starts a site, and closes it when the test ends, checking
