@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/manifests"
@@ -182,4 +183,30 @@ func apiServer(t *testing.T, ctx context.Context) (*kubetest.Env, client.Client)
 		t.Fatal(err)
 	}
 	return env, c
+}
+
+// rbacAPIServer is apiServer with the BPA's own Roles applied.
+func rbacAPIServer(t *testing.T, ctx context.Context) (*kubetest.Env, client.Client) {
+	t.Helper()
+	env, c := apiServer(t, ctx)
+	kc, err := kube.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.ApplyFS(ctx, manifests.FS, []string{"22-rbac-bpa.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}
+
+// installConfig is an installer configuration for tests: this cluster's
+// packages, registry and flannel, and hosts.
+func installConfig(hosts map[string]install.Host) *install.Config {
+	return &install.Config{
+		KubernetesVersion: "v1.34.4", PackagesURL: "http://127.0.0.1:1/packages/",
+		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
+		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
+		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
+		Hosts:   hosts,
+	}
 }

@@ -41,13 +41,7 @@ func newFakeSite(t *testing.T, ex *install.Fake, masters, workers []string) *fak
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &install.Config{
-		KubernetesVersion: "v1.34.4", PackagesURL: "http://127.0.0.1:1/packages/",
-		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
-		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
-		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
-		Hosts:   map[string]install.Host{},
-	}
+	cfg := installConfig(map[string]install.Host{})
 	p := &bpa.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
 	add := func(name, role string, i int) {
 		mac := "52:54:00:00:00:" + string(rune('a'+i)) + "0"

@@ -66,12 +66,7 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 
-	cfg := &install.Config{
-		KubernetesVersion: "v1.34.4", PackagesURL: "http://127.0.0.1:1/packages/",
-		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
-		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
-		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
-	}
+	cfg := installConfig(nil)
 	hostKey := string(ssh.MarshalAuthorizedKey(srv.HostKey))
 	setConfig := func(addr string) {
 		t.Helper()

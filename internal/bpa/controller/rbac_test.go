@@ -21,10 +21,8 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
-	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/sshtest"
-	"github.com/bootstick/bootstick/manifests"
 )
 
 // The BPA's ServiceAccount, as the API server sees it.
@@ -52,14 +50,7 @@ func TestRunsWithItsOwnRBAC(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env, c := apiServer(t, ctx)
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, []string{"22-rbac-bpa.yaml"}); err != nil {
-		t.Fatal(err)
-	}
+	env, c := rbacAPIServer(t, ctx)
 	ns := DefaultNamespace
 
 	key, err := sshkeys.Generate(nil)
@@ -70,13 +61,7 @@ func TestRunsWithItsOwnRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &install.Config{
-		KubernetesVersion: "v1.34.4", PackagesURL: "http://127.0.0.1:1/packages/",
-		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
-		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
-		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
-		Hosts:   map[string]install.Host{"master-0": {HostKey: strings.TrimSpace(string(hostKey.Public))}},
-	}
+	cfg := installConfig(map[string]install.Host{"master-0": {HostKey: strings.TrimSpace(string(hostKey.Public))}})
 	data, err := cfg.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -213,14 +198,7 @@ func TestStoreKubeconfigOwnedByNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env, c := apiServer(t, ctx)
-	kc, err := kube.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kc.ApplyFS(ctx, manifests.FS, []string{"22-rbac-bpa.yaml"}); err != nil {
-		t.Fatal(err)
-	}
+	env, c := rbacAPIServer(t, ctx)
 	key, err := sshkeys.Generate(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -170,52 +170,14 @@ func TestExecutorCutStreamAttaches(t *testing.T) {
 	job := Job{Name: "init", Deadline: time.Minute, Secrets: []string{"s3cret"}, Script: "echo run >>" + work + "/count\n" +
 		"echo up >" + work + "/started\nread _ <" + work + "/release\necho 'created; token abcdef.0123456789abcdef s3cret'\n"}
 
-	cut := newCutter(t, h.srv.Addr)
-	first := h.executor(t, ctx, cut.addr, dir)
-	done := make(chan error, 1)
-	go func() {
-		_, err := first.Run(ctx, job)
-		done <- err
-	}()
-	started, err := os.ReadFile(work + "/started") // the job runs
-	if err != nil || strings.TrimSpace(string(started)) != "up" {
-		t.Fatalf("the job did not start: %q %v", started, err)
-	}
-	cut.Cut()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		t.Fatal("the Run still waits on a cut connection")
-	}
 	var un *UnreachableError
-	if !errors.As(err, &un) {
+	if err := h.cutWhileRunning(t, ctx, dir, work, job); !errors.As(err, &un) {
 		t.Fatalf("a Run whose connection was cut: %v, want unreachable", err)
 	}
 
-	// The BPA's next try, over a new connection, while the job runs.
-	for len(h.answered) > 0 {
-		<-h.answered
-	}
-	second := h.executor(t, ctx, h.srv.Addr, dir)
-	type ran struct {
-		res Result
-		err error
-	}
-	again := make(chan ran, 1)
-	go func() {
-		res, err := second.Run(ctx, job)
-		again <- ran{res, err}
-	}()
-	for attached := false; !attached; {
-		select {
-		case out := <-h.answered:
-			attached = out == "running\n" // its start found the job running
-		case r := <-again:
-			t.Fatalf("the second Run ended before the job did: %+v %v", r.res, r.err)
-		case <-ctx.Done():
-			t.Fatal("the second Run never attached")
-		}
-	}
+	// The BPA's next try, over a new connection, while the job runs: its
+	// start finds the job running and attaches.
+	again := h.retryWhileRunning(t, ctx, dir, job, func(out string) bool { return out == "running\n" })
 	if err := os.WriteFile(work+"/release", []byte("go\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -244,43 +206,10 @@ func TestExecutorWaitsForAnEarlierJobOfItsPhase(t *testing.T) {
 	earlier := Job{Name: "join", Script: "echo earlier >>" + work + "/order\necho up >" + work + "/started\nread _ <" + work + "/release\n"}
 	next := Job{Name: "join", Script: "echo next >>" + work + "/order\necho joined\n"}
 
-	cut := newCutter(t, h.srv.Addr)
-	first := h.executor(t, ctx, cut.addr, dir)
-	done := make(chan error, 1)
-	go func() {
-		_, err := first.Run(ctx, earlier)
-		done <- err
-	}()
-	if _, err := os.ReadFile(work + "/started"); err != nil {
-		t.Fatal(err)
-	}
-	cut.Cut()
-	if err := <-done; err == nil {
+	if err := h.cutWhileRunning(t, ctx, dir, work, earlier); err == nil {
 		t.Fatal("a Run whose connection was cut ended well")
 	}
-	for len(h.answered) > 0 {
-		<-h.answered
-	}
-	second := h.executor(t, ctx, h.srv.Addr, dir)
-	type ran struct {
-		res Result
-		err error
-	}
-	again := make(chan ran, 1)
-	go func() {
-		res, err := second.Run(ctx, next)
-		again <- ran{res, err}
-	}()
-	for busy := false; !busy; {
-		select {
-		case out := <-h.answered:
-			busy = strings.HasPrefix(out, "busy join-")
-		case r := <-again:
-			t.Fatalf("the next try ended while the earlier job ran: %+v %v", r.res, r.err)
-		case <-ctx.Done():
-			t.Fatal("the next try never found the earlier job")
-		}
-	}
+	again := h.retryWhileRunning(t, ctx, dir, next, func(out string) bool { return strings.HasPrefix(out, "busy join-") })
 	if err := os.WriteFile(work+"/release", []byte("go\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +219,66 @@ func TestExecutorWaitsForAnEarlierJobOfItsPhase(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(work + "/order"); string(b) != "earlier\nnext\n" {
 		t.Errorf("the jobs ran %q, want the earlier to its end, then the next", b)
+	}
+}
+
+// cutWhileRunning runs job over a connection through a cutter, waits
+// until the job writes "up" to work/started, cuts the connection (the
+// host silent, no reset sent), and returns the Run's error.
+func (h *shellHost) cutWhileRunning(t *testing.T, ctx context.Context, dir, work string, job Job) error {
+	t.Helper()
+	cut := newCutter(t, h.srv.Addr)
+	first := h.executor(t, ctx, cut.addr, dir)
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Run(ctx, job)
+		done <- err
+	}()
+	started, err := os.ReadFile(work + "/started") // the job runs
+	if err != nil || strings.TrimSpace(string(started)) != "up" {
+		t.Fatalf("the job did not start: %q %v", started, err)
+	}
+	cut.Cut()
+	select {
+	case err = <-done:
+		return err
+	case <-ctx.Done():
+		t.Fatal("the Run still waits on a cut connection")
+		return nil
+	}
+}
+
+// ran is a Run's result.
+type ran struct {
+	res Result
+	err error
+}
+
+// retryWhileRunning is the BPA's next try of job, over a new connection,
+// while an earlier job still runs: it starts the Run and returns once the
+// host's answer to its start satisfies found. The Run must not end first.
+func (h *shellHost) retryWhileRunning(t *testing.T, ctx context.Context, dir string, job Job, found func(answer string) bool) <-chan ran {
+	t.Helper()
+	for len(h.answered) > 0 {
+		<-h.answered
+	}
+	second := h.executor(t, ctx, h.srv.Addr, dir)
+	again := make(chan ran, 1)
+	go func() {
+		res, err := second.Run(ctx, job)
+		again <- ran{res, err}
+	}()
+	for {
+		select {
+		case out := <-h.answered:
+			if found(out) {
+				return again
+			}
+		case r := <-again:
+			t.Fatalf("the next try ended while the earlier job ran: %+v %v", r.res, r.err)
+		case <-ctx.Done():
+			t.Fatal("the next try never found the earlier job")
+		}
 	}
 }
 

@@ -16,7 +16,10 @@ func (a answer) Query(context.Context, string, string, ...string) ([]byte, error
 // TestJoinMissingReadsTheCluster: a join counts as done only with the
 // node Ready and, for a master, its etcd Pod Ready and a member of its
 // name in etcd's list that has started (client URLs) and votes; an
-// unreadable member list is missing too.
+// unreadable member list is missing too. The member lists have the shape
+// etcd 3.6.5's gateway answers POST /v3/cluster/member/list with (read
+// from the toolchain's etcd): a member added by a join but not started
+// has no name and no client URLs, and a learner says "isLearner":true.
 func TestJoinMissingReadsTheCluster(t *testing.T) {
 	const started = `{"header":{},"members":[{"ID":"1","name":"m0","clientURLs":["https://10.0.0.1:2379"]},{"ID":"2","name":"m1","clientURLs":["https://10.0.0.2:2379"]}]}`
 	for _, c := range []struct {
@@ -29,7 +32,7 @@ func TestJoinMissingReadsTheCluster(t *testing.T) {
 		{"worker unknown", "node-ready=\n", false, "node m1 is not Ready (Ready=none)"},
 		{"master done", "node-ready=True\netcd-pod-ready=True\netcd-members=" + started + "\n", true, ""},
 		{"member added, not started", "node-ready=True\netcd-pod-ready=True\netcd-members=" +
-			`{"members":[{"ID":"1","name":"m0","clientURLs":["https://10.0.0.1:2379"]},{"ID":"2","name":"","peerURLs":["https://10.0.0.2:2380"]}]}` + "\n", true, "etcd lists no started member m1"},
+			`{"members":[{"ID":"1","name":"m0","clientURLs":["https://10.0.0.1:2379"]},{"ID":"2","peerURLs":["https://10.0.0.2:2380"],"isLearner":true}]}` + "\n", true, "etcd lists no started member m1"},
 		{"member a learner", "node-ready=True\netcd-pod-ready=True\netcd-members=" +
 			`{"members":[{"ID":"2","name":"m1","clientURLs":["https://10.0.0.2:2379"],"isLearner":true}]}` + "\n", true, "etcd member m1 is still a learner"},
 		{"etcd pod not ready", "node-ready=True\netcd-pod-ready=False\netcd-members=" + started + "\n", true, "Pod etcd-m1 is not Ready"},
