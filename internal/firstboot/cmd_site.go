@@ -299,7 +299,7 @@ func printChanges(out io.Writer, names []string, before []hoststate.Host, remove
 			line += " (the baremetal-operator deprovisions it; its Secrets go once it is gone)"
 		}
 		if nd, ok := nodes[r.Host]; ok && sitestep.IsNode(nd) {
-			line += "; it is a node of the application cluster: the BPA does not drain it, delete its Node or remove its etcd member: do that on the application cluster (kubectl drain, kubectl delete node, etcdctl member remove)"
+			line += "; it is a node of the application cluster: the BPA drains it, removes its etcd member (a master) and deletes its Node (the Provisioning's NodesRemoved condition and Events follow it)"
 		}
 		fmt.Fprintln(out, line)
 		if r.Deleting {

@@ -16,7 +16,9 @@ const EventRecorderName = "bpa-operator"
 
 // Reasons of the BPA's Events on a Provisioning. A refusal's reason is
 // the one its ClusterReady condition gives (NoMaster, NoInstallConfig,
-// BadInstallConfig, UnknownPlugin, NoSSHKey, BadSSHKey).
+// BadInstallConfig, UnknownPlugin, NoSSHKey, BadSSHKey,
+// OnlyMasterReprovisioned); a removal's, its NodesRemoved condition's
+// (see cleanup.go).
 const (
 	ReasonPhaseStarted     = "PhaseStarted"
 	ReasonPhaseFinished    = "PhaseFinished"

@@ -32,11 +32,23 @@ type fakeSite struct {
 // newFakeSite makes the site with masters and workers (names).
 func newFakeSite(t *testing.T, ex *install.Fake, masters, workers []string) *fakeSite {
 	t.Helper()
-	const ns = "metal3"
 	s, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, objs := siteObjects(t, "metal3", masters, workers)
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&bpa.Provisioning{}).WithObjects(append(objs, p)...).Build()
+	f := &fakeSite{t: t, c: c, ex: ex, now: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC), name: client.ObjectKeyFromObject(p)}
+	f.r = &Reconciler{Client: c, Installs: true, Now: func() time.Time { return f.now },
+		Executors: func(*install.Config, ssh.Signer) install.Connector { return ex.Connect }}
+	return f
+}
+
+// siteObjects are Provisioning "edge" in namespace ns with masters and
+// workers (names), each host's status Provisioned, and the install
+// ConfigMap and SSH key Secret its install reads.
+func siteObjects(t *testing.T, ns string, masters, workers []string) (*bpa.Provisioning, []client.Object) {
+	t.Helper()
 	key, err := sshkeys.Generate(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,15 +75,11 @@ func newFakeSite(t *testing.T, ex *install.Fake, masters, workers []string) *fak
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&bpa.Provisioning{}).WithObjects(p,
+	return p, []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: install.ConfigMapName, Namespace: ns}, Data: map[string]string{install.ConfigKey: data}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SSHKeySecret, Namespace: ns}, Type: corev1.SecretTypeSSHAuth,
 			Data: map[string][]byte{corev1.SSHAuthPrivateKey: key.Private}},
-	).Build()
-	f := &fakeSite{t: t, c: c, ex: ex, now: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC), name: client.ObjectKeyFromObject(p)}
-	f.r = &Reconciler{Client: c, Installs: true, Now: func() time.Time { return f.now },
-		Executors: func(*install.Config, ssh.Signer) install.Connector { return ex.Connect }}
-	return f
+	}
 }
 
 // pass runs one install pass over the Provisioning as stored, and

@@ -54,11 +54,15 @@ var (
 // a package install takes minutes and kubeadm's own timeouts, which the
 // scripts set to 20 minutes for the control plane (see timeouts in
 // package install), must run out before the BPA's; a join adds its wait
-// for a Ready node and a started etcd member.
+// for a Ready node and a started etcd member. A cleanup's reads and
+// deletes are short; a removal's drain is bounded by DrainTimeout, and
+// the removal as a whole by its own deadline.
 var PhaseDeadlines = map[string]time.Duration{
 	bpa.PhaseInstall: 20 * time.Minute,
+	bpa.PhaseCleanup: 5 * time.Minute,
 	bpa.PhaseInit:    25 * time.Minute,
 	bpa.PhaseJoin:    25 * time.Minute,
+	removal:          15 * time.Minute,
 }
 
 func backoff(failures int32) time.Duration {
@@ -179,11 +183,16 @@ func (x *run) setClusterCondition() {
 	meta.SetStatusCondition(&x.p.Status.Conditions, c)
 }
 
+// setCondition sets condition typ of the status.
+func (x *run) setCondition(typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&x.p.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))})
+}
+
 // refuse marks the cluster as not installable, for a reason the operator
 // must fix.
 func (x *run) refuse(ctx context.Context, reason, msg string) error {
-	meta.SetStatusCondition(&x.p.Status.Conditions, metav1.Condition{Type: ConditionClusterReady, Status: metav1.ConditionFalse,
-		Reason: reason, Message: msg, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))})
+	x.setCondition(ConditionClusterReady, metav1.ConditionFalse, reason, msg)
 	ctrl.LoggerFrom(ctx).Info("not installing the cluster", "reason", reason, "message", msg)
 	x.r.event(ref(x.p), true, reason, "Refuse", "not installing the cluster: "+msg)
 	cp := x.p.DeepCopy()
@@ -194,7 +203,10 @@ func (x *run) refuse(ctx context.Context, reason, msg string) error {
 // first master (by name) first, then the others as they are provisioned.
 // p.Status.Hosts must be current. Each phase is written to the status as
 // it starts and ends; a phase that ended for the host's current
-// provisioning is not run again.
+// provisioning is not run again. Once the cluster exists, the BPA works
+// through a master in it (the contact) and never makes it again; hosts
+// provisioned again are cleaned from it before they join back, and nodes
+// no host names any more are removed (cleanup.go).
 func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []metal3.BareMetalHost) (time.Duration, error) {
 	x := &run{r: r, p: p, bmhs: map[string]*metal3.BareMetalHost{}, now: r.clock(), clients: map[string]install.Executor{}}
 	defer func() {
@@ -205,47 +217,78 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	for i := range bmhs {
 		x.bmhs[bmhs[i].Name] = &bmhs[i]
 	}
-	var masters []string
-	for _, h := range p.Status.Hosts {
-		if h.Role == RoleMaster {
-			masters = append(masters, h.Name)
-		}
-	}
-	if len(masters) == 0 {
+	first := x.firstMaster()
+	if first == nil {
 		return 0, x.refuse(ctx, "NoMaster", "the Provisioning names no master: a cluster needs one")
 	}
-	first := x.host(masters[0])
-	if !hasOS(first) {
+	contact := x.contact()
+	if contact == nil && !hasOS(first) {
 		return 0, nil // nothing to do before the first master has its OS
 	}
+	if ready, again, err := x.setup(ctx); !ready {
+		return again, err
+	}
+	exists, err := x.clusterExists(ctx)
+	if err != nil {
+		return 0, err
+	}
+	maker := first
+	if contact != nil {
+		maker = nil
+	} else if exists {
+		var again time.Duration
+		if maker, again, err = x.findCluster(ctx, first); maker == nil {
+			return again, err
+		}
+	}
+	x.makeNodes(ctx, maker, contact)
+	if contact == nil && inCluster(maker) {
+		contact = maker
+		if exists, err = x.clusterExists(ctx); err != nil { // its init stored the kubeconfig
+			return 0, err
+		}
+	}
+	if contact == nil {
+		return x.requeue, x.save(ctx)
+	}
+	x.removeStrangers(ctx, contact)
+	x.readyPhase(ctx, contact, exists)
+	return x.requeue, x.save(ctx)
+}
 
+// setup reads what the install needs besides the Provisioning: the
+// install ConfigMap, the plugins, the SSH key. It reports whether the
+// install can go on; when not, it refused with the reason in the status
+// and says when to look again.
+func (x *run) setup(ctx context.Context) (bool, time.Duration, error) {
+	r, p := x.r, x.p
 	var cm corev1.ConfigMap
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: install.ConfigMapName}, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return time.Minute, x.refuse(ctx, "NoInstallConfig", fmt.Sprintf("no ConfigMap %s/%s: firstboot's site step writes it", p.Namespace, install.ConfigMapName))
+			return false, time.Minute, x.refuse(ctx, "NoInstallConfig", fmt.Sprintf("no ConfigMap %s/%s: firstboot's site step writes it", p.Namespace, install.ConfigMapName))
 		}
-		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", p.Namespace, install.ConfigMapName, err)
+		return false, 0, fmt.Errorf("reading ConfigMap %s/%s: %w", p.Namespace, install.ConfigMapName, err)
 	}
 	cfg, err := install.ParseConfig(cm.Data[install.ConfigKey])
 	if err != nil {
-		return 0, x.refuse(ctx, "BadInstallConfig", err.Error())
+		return false, 0, x.refuse(ctx, "BadInstallConfig", err.Error())
 	}
 	x.cfg = cfg
 	pl := plugins(p.Spec)
 	if unknown := cfg.UnknownPlugins(pl); len(unknown) > 0 {
-		return 0, x.refuse(ctx, "UnknownPlugin", fmt.Sprintf("KUD plugins %s are not on this stick, which serves %s: remove them from the site's cluster.kudPlugins",
+		return false, 0, x.refuse(ctx, "UnknownPlugin", fmt.Sprintf("KUD plugins %s are not on this stick, which serves %s: remove them from the site's cluster.kudPlugins",
 			strings.Join(unknown, ", "), strings.Join(cfg.PluginNames(), ", ")))
 	}
 	var keySecret corev1.Secret
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: SSHKeySecret}, &keySecret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return time.Minute, x.refuse(ctx, "NoSSHKey", fmt.Sprintf("no Secret %s/%s: firstboot's site step writes it", p.Namespace, SSHKeySecret))
+			return false, time.Minute, x.refuse(ctx, "NoSSHKey", fmt.Sprintf("no Secret %s/%s: firstboot's site step writes it", p.Namespace, SSHKeySecret))
 		}
-		return 0, fmt.Errorf("reading Secret %s/%s: %w", p.Namespace, SSHKeySecret, err)
+		return false, 0, fmt.Errorf("reading Secret %s/%s: %w", p.Namespace, SSHKeySecret, err)
 	}
 	if x.key, err = ssh.ParsePrivateKey(keySecret.Data[corev1.SSHAuthPrivateKey]); err != nil {
 		// The parser's message never quotes the key.
-		return 0, x.refuse(ctx, "BadSSHKey", fmt.Sprintf("Secret %s/%s: key %s is not an SSH private key", p.Namespace, SSHKeySecret, corev1.SSHAuthPrivateKey))
+		return false, 0, x.refuse(ctx, "BadSSHKey", fmt.Sprintf("Secret %s/%s: key %s is not an SSH private key", p.Namespace, SSHKeySecret, corev1.SSHAuthPrivateKey))
 	}
 	podSubnet := p.Spec.PodSubnet
 	if podSubnet == "" {
@@ -257,36 +300,40 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 		executors = install.SSH
 	}
 	x.connect = executors(cfg, x.key)
+	return true, 0, nil
+}
 
-	// Each provisioned host not yet in the cluster goes its own way, all
-	// at once: connect, install, then init (the first master) or join
-	// once the first master has made the cluster. A host that is slow,
-	// silent or failing holds no other: each phase has its own deadline.
-	initOver := make(chan struct{}) // closed once the first master's init was tried, or was done before
+// makeNodes takes each provisioned host not yet in the cluster its own
+// way, all at once: connect, install, then init (maker, when the cluster
+// is to be made) or, once it is made, cleanup and join through contact
+// (or the maker). A host that is slow, silent or failing holds no other:
+// each phase has its own deadline.
+func (x *run) makeNodes(ctx context.Context, maker, contact *bpa.HostStatus) {
+	initOver := make(chan struct{}) // closed once the maker's init was tried, or when there is none
 	var initOnce sync.Once
 	endInit := func() { initOnce.Do(func() { close(initOver) }) }
-	if inCluster(first) {
+	if maker == nil {
 		endInit()
 	}
 	// Masters join one at a time: etcd grows by one member at a time.
 	var masterJoin sync.Mutex
 	var wg sync.WaitGroup
-	for i := range p.Status.Hosts {
-		h := &p.Status.Hosts[i]
+	for i := range x.p.Status.Hosts {
+		h := &x.p.Status.Hosts[i]
 		if !hasOS(h) || inCluster(h) {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if h == first {
+			if h == maker {
 				defer endInit()
 			}
 			if !x.prepare(ctx, h) {
 				return
 			}
-			if h == first {
-				x.makeNode(ctx, h, true)
+			if h == maker {
+				x.makeNode(ctx, h, nil)
 				return
 			}
 			select {
@@ -294,22 +341,23 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 			case <-ctx.Done():
 				return
 			}
-			if !inCluster(first) {
+			via := contact
+			if via == nil && inCluster(maker) {
+				via = maker
+			}
+			if via == nil {
 				return
 			}
 			if h.Role == RoleMaster {
 				masterJoin.Lock()
 				defer masterJoin.Unlock()
 			}
-			x.makeNode(ctx, h, false)
+			if x.cleanup(ctx, h, via) {
+				x.makeNode(ctx, h, via)
+			}
 		}()
 	}
 	wg.Wait()
-	if !inCluster(first) {
-		return x.requeue, x.save(ctx)
-	}
-	x.readyPhase(ctx)
-	return x.requeue, x.save(ctx)
 }
 
 // inCluster reports whether h was made a node (init or join).
@@ -494,15 +542,16 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	})
 }
 
-// makeNode runs kubeadm init (first) or join on an installed h.
-func (x *run) makeNode(ctx context.Context, h *bpa.HostStatus, first bool) bool {
+// makeNode runs kubeadm init on an installed h (via nil: h makes the
+// cluster), or joins it through master via.
+func (x *run) makeNode(ctx context.Context, h, via *bpa.HostStatus) bool {
 	if inCluster(h) {
 		return true
 	}
-	if first {
+	if via == nil {
 		return x.step(ctx, h, bpa.PhaseInit, func(ctx context.Context, c install.Executor) error { return x.initCluster(ctx, c, h) })
 	}
-	return x.step(ctx, h, bpa.PhaseJoin, func(ctx context.Context, c install.Executor) error { return x.join(ctx, c, h) })
+	return x.step(ctx, h, bpa.PhaseJoin, func(ctx context.Context, c install.Executor) error { return x.join(ctx, c, h, via) })
 }
 
 // initCluster makes the cluster on the first master, waits until it
@@ -518,7 +567,7 @@ func (x *run) initCluster(ctx context.Context, c install.Executor, h *bpa.HostSt
 	if _, err := c.Run(ctx, install.Job{Name: bpa.PhaseInit, Script: script, Deadline: PhaseDeadlines[bpa.PhaseInit]}); err != nil {
 		return err
 	}
-	if err := x.observe(ctx, h, bpa.PhaseInit, func() ([]string, error) { return install.InitMissing(ctx, c) }); err != nil {
+	if err := x.observe(ctx, h.Name, bpa.PhaseInit, func() ([]string, error) { return install.InitMissing(ctx, c) }); err != nil {
 		return err
 	}
 	if err := x.storeKubeconfig(ctx, c); err != nil {
@@ -539,7 +588,7 @@ func (x *run) initCluster(ctx context.Context, c install.Executor, h *bpa.HostSt
 // observe waits until missing reports nothing missing: the phase's
 // observed state. It reads every ObservePoll until the phase's deadline
 // (ctx's), and then fails with what was still missing.
-func (x *run) observe(ctx context.Context, h *bpa.HostStatus, phase string, missing func() ([]string, error)) error {
+func (x *run) observe(ctx context.Context, host, phase string, missing func() ([]string, error)) error {
 	t := time.NewTicker(ObservePoll)
 	defer t.Stop()
 	for {
@@ -550,12 +599,12 @@ func (x *run) observe(ctx context.Context, h *bpa.HostStatus, phase string, miss
 		if len(m) == 0 {
 			return nil
 		}
-		ctrl.LoggerFrom(ctx).Info("waiting for the cluster", "host", h.Name, "phase", phase, "missing", strings.Join(m, "; "))
+		ctrl.LoggerFrom(ctx).Info("waiting for the cluster", "host", host, "phase", phase, "missing", strings.Join(m, "; "))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &install.DeadlineError{Host: h.Name, Phase: phase, Deadline: PhaseDeadlines[phase], Detail: "still " + strings.Join(m, "; ")}
+				return &install.DeadlineError{Host: host, Phase: phase, Deadline: PhaseDeadlines[phase], Detail: "still " + strings.Join(m, "; ")}
 			}
 			return ctx.Err()
 		}
@@ -596,16 +645,13 @@ func (x *run) storeKubeconfig(ctx context.Context, master install.Querier) error
 	return nil
 }
 
-// join joins h through the first master, and waits until the node is
-// Ready and, for a master, its etcd member started and healthy.
-func (x *run) join(ctx context.Context, c install.Executor, h *bpa.HostStatus) error {
-	first := x.firstMaster()
-	if first == nil || !phaseDone(first, bpa.PhaseInit) {
-		return errors.New("the first master has no cluster yet")
-	}
-	m, err := x.client(ctx, first)
+// join joins h through master via (the first master, or the contact
+// while the first is away), and waits until the node is Ready and, for a
+// master, its etcd member started and healthy.
+func (x *run) join(ctx context.Context, c install.Executor, h, via *bpa.HostStatus) error {
+	m, err := x.client(ctx, via)
 	if err != nil {
-		return fmt.Errorf("reaching the first master %s: %w", first.Name, err)
+		return fmt.Errorf("reaching master %s: %w", via.Name, err)
 	}
 	master := h.Role == RoleMaster
 	j, err := install.JoinSecrets(ctx, m, master)
@@ -613,7 +659,7 @@ func (x *run) join(ctx context.Context, c install.Executor, h *bpa.HostStatus) e
 		return err
 	}
 	cl := x.cl
-	cl.Endpoint = hostOnly(first.Address)
+	cl.Endpoint = hostOnly(via.Address)
 	script, err := install.JoinScript(cl, h.Name, hostOnly(h.Address), master, j)
 	if err != nil {
 		return err
@@ -622,9 +668,11 @@ func (x *run) join(ctx context.Context, c install.Executor, h *bpa.HostStatus) e
 		Deadline: PhaseDeadlines[bpa.PhaseJoin]}); err != nil {
 		return err
 	}
-	return x.observe(ctx, h, bpa.PhaseJoin, func() ([]string, error) { return install.JoinMissing(ctx, m, h.Name, master) })
+	return x.observe(ctx, h.Name, bpa.PhaseJoin, func() ([]string, error) { return install.JoinMissing(ctx, m, h.Name, master) })
 }
 
+// firstMaster is the Provisioning's first master by name, in the
+// cluster or not.
 func (x *run) firstMaster() *bpa.HostStatus {
 	for i := range x.p.Status.Hosts {
 		if x.p.Status.Hosts[i].Role == RoleMaster {
@@ -634,29 +682,31 @@ func (x *run) firstMaster() *bpa.HostStatus {
 	return nil
 }
 
-// readyPhase marks each host in the cluster Ready once its node is.
-func (x *run) readyPhase(ctx context.Context) {
-	first := x.firstMaster()
+// readyPhase marks each host in the cluster Ready once its node is,
+// reading the nodes on master via. It stores the admin kubeconfig again
+// when the Secret is gone (exists false) or the status names none: the
+// cluster lives, and the Secret is its durable evidence.
+func (x *run) readyPhase(ctx context.Context, via *bpa.HostStatus, exists bool) {
 	var waiting []*bpa.HostStatus
 	for i := range x.p.Status.Hosts {
 		h := &x.p.Status.Hosts[i]
-		if (phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin)) && !phaseDone(h, bpa.PhaseReady) {
-			if !slices.ContainsFunc(h.Phases, func(ph bpa.Phase) bool { return ph.Name == bpa.PhaseReady }) {
+		if inCluster(h) && !phaseDone(h, bpa.PhaseReady) {
+			if !phaseStarted(h, bpa.PhaseReady) {
 				x.begin(ctx, h, bpa.PhaseReady)
 			}
 			waiting = append(waiting, h)
 		}
 	}
-	if len(waiting) == 0 {
+	if len(waiting) == 0 && exists && x.p.Status.KubeconfigSecret != "" {
 		return
 	}
-	m, err := x.client(ctx, first)
+	m, err := x.client(ctx, via)
 	var ready map[string]bool
-	if err == nil {
+	if err == nil && len(waiting) > 0 {
 		ready, err = install.NodesReady(ctx, m)
 	}
 	if err != nil {
-		x.fail(ctx, first, bpa.PhaseReady, err)
+		x.fail(ctx, via, bpa.PhaseReady, err)
 		return
 	}
 	for _, h := range waiting {
@@ -668,7 +718,7 @@ func (x *run) readyPhase(ctx context.Context) {
 			x.wantAgain(ReadyPoll)
 		}
 	}
-	if x.p.Status.KubeconfigSecret == "" && first != nil {
+	if !exists || x.p.Status.KubeconfigSecret == "" {
 		if err := x.storeKubeconfig(ctx, m); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "storing the kubeconfig")
 		}

@@ -39,7 +39,9 @@ func render(name string, data any) (string, error) {
 // Cluster is the application cluster as the Provisioning gives it.
 type Cluster struct {
 	Name string
-	// Endpoint is the first master's address: the API server's.
+	// Endpoint is an API server's address: for init the first master's,
+	// which kubeadm makes the controlPlaneEndpoint; for a join that of
+	// the master it discovers the cluster through.
 	Endpoint      string
 	PodSubnet     string
 	ServiceSubnet string

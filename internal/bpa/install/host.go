@@ -50,7 +50,7 @@ func Kubeconfig(ctx context.Context, master Querier) ([]byte, error) {
 	return master.Query(ctx, whatKubeconfig, "cat /etc/kubernetes/admin.conf\n")
 }
 
-// JoinSecrets makes what a host needs to join, on the first master: a
+// JoinSecrets makes what a host needs to join, on a master: a
 // bootstrap token for an hour, the CA's hash and, for a master, the
 // control-plane certificates uploaded under a new key.
 func JoinSecrets(ctx context.Context, master Querier, controlPlane bool) (Join, error) {

@@ -103,6 +103,9 @@ const (
 const (
 	PhaseConnect = "connect"
 	PhaseInstall = "install"
+	// PhaseCleanup removes what a host provisioned again left in the
+	// cluster (its Node, its etcd member) before it joins back.
+	PhaseCleanup = "cleanup"
 	PhaseInit    = "init"
 	PhaseJoin    = "join"
 	PhaseReady   = "ready"
@@ -111,7 +114,8 @@ const (
 // Phase is one step of installing a host: when it started and when it
 // ended.
 type Phase struct {
-	// Name is connect, install, init (the first master), join or ready.
+	// Name is connect, install, cleanup (a host provisioned again, before
+	// it joins back), init (the first master), join or ready.
 	Name    string      `json:"name"`
 	Started metav1.Time `json:"started"`
 	// +optional
@@ -177,8 +181,9 @@ type ProvisioningStatus struct {
 	// application cluster's admin kubeconfig, once the cluster exists.
 	// +optional
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
-	// Conditions are Ready (every host provisioned) and ClusterReady
-	// (every host a Ready node).
+	// Conditions are Ready (every host provisioned), ClusterReady (every
+	// host a Ready node) and, once a node was to be removed, NodesRemoved
+	// (no node or etcd member of the cluster that no host names).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
