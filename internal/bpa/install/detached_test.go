@@ -159,14 +159,7 @@ func TestExecutorRunsAJobOnce(t *testing.T) {
 // to it, gets its result when it ends, and the script has run exactly
 // once.
 func TestExecutorCutStreamAttaches(t *testing.T) {
-	fastJobs(t)
-	setServerAlive(t, 50*time.Millisecond, 4)
-	ctx, cancel := testctx.New(t, time.Minute)
-	defer cancel()
-	h := newShellHost(t)
-	dir, work := t.TempDir(), t.TempDir()
-	mkfifo(t, work+"/started")
-	mkfifo(t, work+"/release")
+	ctx, h, dir, work := cutTest(t)
 	job := Job{Name: "init", Deadline: time.Minute, Secrets: []string{"s3cret"}, Script: "echo run >>" + work + "/count\n" +
 		"echo up >" + work + "/started\nread _ <" + work + "/release\necho 'created; token abcdef.0123456789abcdef s3cret'\n"}
 
@@ -195,14 +188,7 @@ func TestExecutorCutStreamAttaches(t *testing.T) {
 // cut while its job ran, the next try's job does not run beside it: its
 // Run waits for the earlier one to end, then starts its own.
 func TestExecutorWaitsForAnEarlierJobOfItsPhase(t *testing.T) {
-	fastJobs(t)
-	setServerAlive(t, 50*time.Millisecond, 4)
-	ctx, cancel := testctx.New(t, time.Minute)
-	defer cancel()
-	h := newShellHost(t)
-	dir, work := t.TempDir(), t.TempDir()
-	mkfifo(t, work+"/started")
-	mkfifo(t, work+"/release")
+	ctx, h, dir, work := cutTest(t)
 	earlier := Job{Name: "join", Script: "echo earlier >>" + work + "/order\necho up >" + work + "/started\nread _ <" + work + "/release\n"}
 	next := Job{Name: "join", Script: "echo next >>" + work + "/order\necho joined\n"}
 
@@ -220,6 +206,22 @@ func TestExecutorWaitsForAnEarlierJobOfItsPhase(t *testing.T) {
 	if b, _ := os.ReadFile(work + "/order"); string(b) != "earlier\nnext\n" {
 		t.Errorf("the jobs ran %q, want the earlier to its end, then the next", b)
 	}
+}
+
+// cutTest sets up a cut-connection test: fast jobs and keepalives, a
+// shell host, the executor's folder (dir), and a folder (work) with the
+// fifos a job signals on: started (it writes "up") and release (it reads).
+func cutTest(t *testing.T) (ctx context.Context, h *shellHost, dir, work string) {
+	t.Helper()
+	fastJobs(t)
+	setServerAlive(t, 50*time.Millisecond, 4)
+	ctx, cancel := testctx.New(t, time.Minute)
+	t.Cleanup(cancel)
+	h = newShellHost(t)
+	dir, work = t.TempDir(), t.TempDir()
+	mkfifo(t, work+"/started")
+	mkfifo(t, work+"/release")
+	return ctx, h, dir, work
 }
 
 // cutWhileRunning runs job over a connection through a cutter, waits
