@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -215,5 +214,4 @@ func TestInstallerRefusesAndRetries(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		reasons = eventReasons(ctx, t, c, ns, key.Private, []byte(token))
 	}
-	_ = fmt.Sprint()
 }

@@ -82,12 +82,16 @@ start)
 	mv -f "$j.sh.part" "$j.sh"
 	rm -f "$j.pid" "$j.log"
 	# Its own session: it outlives this connection, and its process
-	# group is the job's, to kill as one.
+	# group is the job's, to kill as one. It ends on a builtin: bash
+	# execs a -c string's last external command in place of itself, and
+	# a leader that had become mv no longer carried the job's name, so a
+	# poll in that instant found neither it nor the result ("gone").
 	setsid bash -c 'echo $$ >"$1.pid.part" && mv -f "$1.pid.part" "$1.pid"
 bash -euo pipefail "$1.sh" >"$1.log" 2>&1
 rc=$?
 rm -f "$1.sh"
-echo $rc >"$1.rc.part" && sync "$1.rc.part" 2>/dev/null; mv -f "$1.rc.part" "$1.rc"' bpa-job "$j" </dev/null >/dev/null 2>&1 8>&- &
+echo $rc >"$1.rc.part" && sync "$1.rc.part" 2>/dev/null; mv -f "$1.rc.part" "$1.rc"
+exit 0' bpa-job "$j" </dev/null >/dev/null 2>&1 8>&- &
 	for _ in $(seq 200); do [ -e "$j.pid" ] || [ -e "$j.rc" ] && break; sleep 0.05; done
 	[ -e "$j.pid" ] || [ -e "$j.rc" ] || { echo "the job did not start" >&2; exit 98; }
 	echo started
