@@ -158,7 +158,6 @@ func (x *run) save(ctx context.Context) error {
 }
 
 func (x *run) setClusterCondition() {
-	c := metav1.Condition{Type: ConditionClusterReady, ObservedGeneration: x.p.Generation, LastTransitionTime: metav1.NewTime(x.now().Truncate(time.Second))}
 	ready, unreachable, failed := 0, 0, 0
 	for _, h := range x.p.Status.Hosts {
 		switch h.State {
@@ -173,14 +172,12 @@ func (x *run) setClusterCondition() {
 	n := len(x.p.Status.Hosts)
 	switch {
 	case n > 0 && ready == n:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "AllNodesReady", fmt.Sprintf("%d nodes Ready; kubeconfig in Secret %s", n, x.p.Status.KubeconfigSecret)
+		x.setCondition(ConditionClusterReady, metav1.ConditionTrue, "AllNodesReady", fmt.Sprintf("%d nodes Ready; kubeconfig in Secret %s", n, x.p.Status.KubeconfigSecret))
 	case failed > 0 || unreachable > 0:
-		c.Status, c.Reason = metav1.ConditionFalse, "HostsFailing"
-		c.Message = fmt.Sprintf("%d of %d nodes Ready, %d unreachable, %d failed", ready, n, unreachable, failed)
+		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, "HostsFailing", fmt.Sprintf("%d of %d nodes Ready, %d unreachable, %d failed", ready, n, unreachable, failed))
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Installing", fmt.Sprintf("%d of %d nodes Ready", ready, n)
+		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, "Installing", fmt.Sprintf("%d of %d nodes Ready", ready, n))
 	}
-	meta.SetStatusCondition(&x.p.Status.Conditions, c)
 }
 
 // setCondition sets condition typ of the status.
