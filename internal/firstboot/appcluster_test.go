@@ -127,10 +127,15 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		CPUs: controlPlaneCPUs, ClockAhead: hostClockAhead}}
 	vs := startSite(t, ctx, machines)
 	const cluster = "edge"
+	// The control plane's VIP, outside writeSite's DHCP range: keepalived
+	// on node-0, the one master, holds it, and the cluster's endpoint is
+	// it rather than node-0's address from DHCP.
+	const vip = "172.22.0.100"
 	sitePath := writeSite(t, vs, vsite.SiteConfig{
-		Cluster: cluster,
-		Image:   vsite.SiteImage{Bundled: "debian-13-compute"},
-		Hosts:   []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
+		Cluster:         cluster,
+		Image:           vsite.SiteImage{Bundled: "debian-13-compute"},
+		Hosts:           []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
+		ControlPlaneVIP: vip,
 	})
 	took, logPath := h.runSite(iso, sitePath)
 	t.Logf("firstboot run, to node-0 provisioned: %s", took)
@@ -176,6 +181,12 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		t.Fatalf("kubectl --kubeconfig app.conf get nodes: %v\n%s", err, nodes)
 	}
 	t.Logf("kubectl --kubeconfig app.conf get nodes -o wide:\n%s", nodes)
+	// The operator's kubeconfig, and so every kubectl above, reaches the
+	// API at the VIP.
+	if server, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "config", "view", "-o", "jsonpath={.clusters[0].cluster.server}").Output(); err != nil ||
+		string(server) != "https://"+vip+":6443" {
+		t.Errorf("app.conf's server is %q (%v), want https://%s:6443, the control plane's VIP", server, err, vip)
+	}
 	// Its controllers ride out a slow API server as the appliance's do.
 	if ac, err := kube.Load(appConfPath); err != nil {
 		t.Errorf("app.conf: %v", err)
@@ -197,7 +208,13 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		t.Errorf("SSH to node-0 at %s: %v", hostIP, err)
 	} else {
 		out, err := sshOutput(c, "ip -4 -o addr show scope global; ip route show default")
+		ka, kerr := sshOutput(c, "systemctl is-active keepalived; ip -4 -o addr show to "+vip)
 		c.Close()
+		if kerr != nil || !strings.HasPrefix(ka, "active\n") || !strings.Contains(ka, " "+vip+"/24 ") {
+			t.Errorf("node-0's keepalived does not hold the VIP %s/24 (%v):\n%s", vip, kerr, ka)
+		} else {
+			t.Logf("node-0's keepalived and the VIP:\n%s", ka)
+		}
 		if err != nil || !strings.Contains(out, " "+hostIP+"/24 ") || !strings.Contains(out, "dynamic") || !strings.Contains(out, "default via "+m3Address+" ") {
 			t.Errorf("node-0 does not hold %s/24 by DHCP with its default route via %s (%v):\n%s", hostIP, m3Address, err, out)
 		} else {

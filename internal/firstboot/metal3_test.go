@@ -129,6 +129,9 @@ func TestHostProvision(t *testing.T) {
 	wrongPassword := pw()
 	sitePath := writeSite(t, vs, vsite.SiteConfig{
 		Cluster: "provision-test",
+		// Its hosts are all masters: a site of three or more names the
+		// control plane's VIP.
+		ControlPlaneVIP: "172.22.0.99",
 		Image: vsite.SiteImage{
 			URL:      fmt.Sprintf("http://%s:%d/images/debian-13-compute.qcow2", m3Address, render.ImagePort),
 			Checksum: sum.Hex(), Format: "qcow2",

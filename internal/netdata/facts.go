@@ -91,6 +91,25 @@ func (nd *NetworkData) ClusterAddress(link string) string {
 	return first
 }
 
+// ClusterNetwork is the network of ClusterAddress(link) (its address
+// with the netmask, masked); not valid when the host takes its IPv4
+// address by DHCP.
+func (nd *NetworkData) ClusterNetwork(link string) netip.Prefix {
+	a := nd.ClusterAddress(link)
+	for _, n := range nd.Networks {
+		if n.Type != IPv4 || n.IPAddress != a {
+			continue
+		}
+		addr, err := netip.ParseAddr(a)
+		bits := maskBits(n.Netmask, false)
+		if err != nil || bits < 0 {
+			continue
+		}
+		return netip.PrefixFrom(addr, bits).Masked()
+	}
+	return netip.Prefix{}
+}
+
 // CheckClusterLink reports why link cannot carry the host's address in the
 // application cluster: it is not one of the links, or it has no static
 // IPv4 address (the address must be known before the host boots).

@@ -133,6 +133,8 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 		Spec: bpa.ProvisioningSpec{
 			KUDPlugins: slices.Clone(s.Cluster.KUDPlugins),
 			PodSubnet:  s.Cluster.PodCIDR,
+			// ControlPlaneVIP: the site's, checked there.
+			ControlPlaneVIP: s.Cluster.ControlPlaneVIP,
 		},
 	}
 	// The original BPA keys its Provisionings by these labels.

@@ -59,6 +59,8 @@ func FixedChanges(running *Early, next *Site) []string {
 		{"cluster.name", running.Cluster.Name, next.Cluster.Name, ""},
 		{"cluster.podCIDR", running.Cluster.PodCIDR, next.Cluster.PodCIDR, DefaultPodCIDR},
 		{"cluster.serviceCIDR", running.Cluster.ServiceCIDR, next.Cluster.ServiceCIDR, DefaultServiceCIDR},
+		// kubeadm made it the controlPlaneEndpoint every node uses.
+		{"cluster.controlPlaneVIP", running.Cluster.ControlPlaneVIP, next.Cluster.ControlPlaneVIP, ""},
 	} {
 		if was, is := cmp.Or(c.was, c.def), cmp.Or(c.is, c.def); was != is {
 			out = append(out, fmt.Sprintf("%s: %q, where the running site has %q: the application cluster was made with it", c.field, is, was))

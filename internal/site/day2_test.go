@@ -70,6 +70,11 @@ func TestFixedChanges(t *testing.T) {
 			`cluster.name: "edge-2", where the running site has "site-a"`,
 			`cluster.serviceCIDR: "10.112.0.0/16", where the running site has "10.112.0.0/12"`,
 		}},
+		{"a VIP added", func(s string) string {
+			return strings.Replace(s, "cluster:\n  name: site-a\n", "cluster:\n  name: site-a\n  controlPlaneVIP: 172.22.0.5\n", 1)
+		}, []string{
+			`cluster.controlPlaneVIP: "172.22.0.5", where the running site has ""`,
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := FixedChanges(running, load(c.edit))

@@ -178,4 +178,11 @@ type Cluster struct {
 	PodCIDR     string   `yaml:"podCIDR,omitempty"`
 	ServiceCIDR string   `yaml:"serviceCIDR,omitempty"`
 	KUDPlugins  []string `yaml:"kudPlugins,omitempty"`
+	// ControlPlaneVIP is a free IPv4 address on the masters' network that
+	// keepalived on the masters holds (VRRP) and kubeadm makes the
+	// cluster's controlPlaneEndpoint: every node, flannel and the stored
+	// kubeconfig reach the API there, so it outlives any one master. Set
+	// it for three masters; without it the first master's address is the
+	// endpoint. It cannot be added to a cluster that exists.
+	ControlPlaneVIP string `yaml:"controlPlaneVIP,omitempty"`
 }

@@ -8,7 +8,16 @@ import (
 // SiteYAML makes a site file of n hosts named PREFIX-host-NN: the first three
 // (or one, when n < 3) masters, the rest workers; even hosts on ipmi://,
 // odd ones on redfish://. MACs are 52:54:00:MM:NN:NN with MM from mac.
+// Three masters share the control-plane VIP 172.22.0.5.
 func SiteYAML(cluster, prefix string, n, mac int) string {
+	masters := 3
+	if n < 3 {
+		masters = 1
+	}
+	vip := ""
+	if masters == 3 {
+		vip = "  controlPlaneVIP: 172.22.0.5\n"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: bootstick.dev/v1alpha1
 kind: Site
@@ -21,12 +30,8 @@ bootstrap:
 cluster:
   name: %s
   kudPlugins: [flannel]
-hosts:
-`, cluster)
-	masters := 3
-	if n < 3 {
-		masters = 1
-	}
+%shosts:
+`, cluster, vip)
 	for i := 0; i < n; i++ {
 		role := "worker"
 		if i < masters {

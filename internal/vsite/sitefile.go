@@ -47,6 +47,8 @@ type SiteConfig struct {
 	// Redfish BMCs: BMCCAFile() (absolute) when empty. A stick's site
 	// names a copy beside the site file.
 	BMCCAFile string
+	// ControlPlaneVIP is the site's cluster.controlPlaneVIP ("" for none).
+	ControlPlaneVIP string
 }
 
 // SiteFile is a site file for the machines: the bootstrap, a DHCP range
@@ -148,6 +150,9 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 		"bootstrap":  bootstrap,
 		"hosts":      list,
 		"cluster":    m{"name": c.Cluster},
+	}
+	if c.ControlPlaneVIP != "" {
+		doc["cluster"].(m)["controlPlaneVIP"] = c.ControlPlaneVIP
 	}
 	if len(c.SSHAuthorizedKeys) > 0 {
 		doc["sshAuthorizedKeys"] = c.SSHAuthorizedKeys

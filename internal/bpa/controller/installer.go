@@ -291,7 +291,11 @@ func (x *run) setup(ctx context.Context) (bool, time.Duration, error) {
 	if podSubnet == "" {
 		podSubnet = install.DefaultPodSubnet
 	}
-	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl, Schedulable: Schedulable(p.Spec)}
+	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl, Schedulable: Schedulable(p.Spec),
+		VIP: p.Spec.ControlPlaneVIP}
+	if m := x.firstMaster(); m != nil {
+		x.cl.FirstMaster = m.Name
+	}
 	executors := r.Executors
 	if executors == nil {
 		executors = install.SSH
@@ -530,7 +534,7 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 		return false
 	}
 	return x.step(ctx, h, bpa.PhaseInstall, func(ctx context.Context, c install.Executor) error {
-		script, err := install.InstallScript(x.cfg, x.cl)
+		script, err := install.InstallScript(x.cfg, x.cl, h.Name, hostOnly(h.Address), h.Role == RoleMaster)
 		if err != nil {
 			return err
 		}

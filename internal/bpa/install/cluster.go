@@ -49,6 +49,22 @@ type Cluster struct {
 	// Schedulable names the masters that also run workloads: kubeadm
 	// leaves them without its control-plane taint.
 	Schedulable map[string]bool
+	// VIP is the control plane's virtual address ("" for none): the
+	// masters' keepalived holds it, and init makes it the
+	// controlPlaneEndpoint in place of the first master's address.
+	VIP string
+	// FirstMaster is the master that makes the cluster: it holds the VIP
+	// until its API server answers, when the others' do not yet.
+	FirstMaster string
+}
+
+// APIHost is where the cluster's API answers for every node: the VIP,
+// else Endpoint.
+func (cl Cluster) APIHost() string {
+	if cl.VIP != "" {
+		return cl.VIP
+	}
+	return cl.Endpoint
 }
 
 // DefaultPodSubnet is used when the Provisioning names none: the site's
@@ -56,9 +72,10 @@ type Cluster struct {
 // own (10.244.0.0/16, flannel's usual).
 const DefaultPodSubnet = "10.128.0.0/16"
 
-// InstallScript installs the packages and configures containerd, the
-// kubelet and (with flannel) the CNI plugin.
-func InstallScript(c *Config, cl Cluster) (string, error) {
+// InstallScript installs the packages on host (at address) and configures
+// containerd, the kubelet, (with flannel) the CNI plugin and, on a master
+// of a cluster with a VIP, keepalived.
+func InstallScript(c *Config, cl Cluster, host, address string, master bool) (string, error) {
 	cc := containerd.Config{
 		Root: "/var/lib/containerd", State: "/run/containerd", Address: "/run/containerd/containerd.sock",
 		HostsDir: "/etc/containerd/certs.d", SandboxImage: c.PauseImage, SystemdCgroup: true,
@@ -89,9 +106,17 @@ func InstallScript(c *Config, cl Cluster) (string, error) {
 			cni = string(b) + "\n"
 		}
 	}
+	var vrrp map[string]any
+	if master && cl.VIP != "" {
+		conf, err := keepalivedConfig(cl, host)
+		if err != nil {
+			return "", err
+		}
+		vrrp = map[string]any{"Config": conf, "Address": address, "VIP": cl.VIP}
+	}
 	return render("install.sh", map[string]any{
 		"PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
-		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni,
+		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp,
 	})
 }
 
@@ -180,11 +205,11 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: cl.registration(host, address),
 		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
 	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
-		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.Endpoint + ":6443",
+		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.APIHost() + ":6443",
 		// Cheap TLS handshakes on small hosts (see kubeadm.KeyAlgorithm).
 		EncryptionAlgorithm: kubeadm.KeyAlgorithm}
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
-	cc.APIServer.CertSANs = []string{cl.Endpoint, address}
+	cc.APIServer.CertSANs = []string{cl.APIHost(), address}
 	// A slow host's disk must not time etcd out (see kubeadm.EtcdElectionTimeoutMS).
 	cc.Etcd.Local.ExtraArgs = kubeadm.EtcdArgs()
 	// Nor a slow API server restart its controllers (see kubeadm.LeaderElectionLeaseDuration).
@@ -251,7 +276,7 @@ func PluginManifest(c *Config, cl Cluster, name string) (string, error) {
 	}
 	switch name {
 	case PluginFlannel:
-		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image, "Endpoint": cl.Endpoint})
+		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image, "Endpoint": cl.APIHost()})
 	}
 	return "", fmt.Errorf("KUD plugin %q has no manifest in this BPA", name)
 }

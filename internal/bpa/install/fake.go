@@ -57,13 +57,15 @@ type Fake struct {
 	// addrs is where each host was reached; marks the kubeadm mark on
 	// its disk (init or join).
 	addrs, marks map[string]string
-	nodes        map[string]*fakeNode
-	members      []fakeMember
-	endpoint     string
-	lastID       uint64
-	clusters     int
-	history      []string
-	ca           []byte
+	// scripts is the last script of each job, by host/job.
+	scripts  map[string]string
+	nodes    map[string]*fakeNode
+	members  []fakeMember
+	endpoint string
+	lastID   uint64
+	clusters int
+	history  []string
+	ca       []byte
 }
 
 type fakeNode struct {
@@ -122,6 +124,7 @@ func (f *Fake) Connect(_ context.Context, name, address string) (Executor, error
 func (f *Fake) init() {
 	if f.runs == nil {
 		f.runs, f.pending, f.addrs, f.marks, f.nodes = map[string]int{}, map[string]fakeResult{}, map[string]string{}, map[string]string{}, map[string]*fakeNode{}
+		f.scripts = map[string]string{}
 	}
 }
 
@@ -138,6 +141,13 @@ func (f *Fake) Runs(host, phase string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.runs[host+"/"+phase]
+}
+
+// Script is the last script job ran on host ("" when none ran).
+func (f *Fake) Script(host, job string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.scripts[host+"/"+job]
 }
 
 // Expire makes host's silent jobs pass their deadline now.
@@ -245,6 +255,8 @@ func (e *fakeExec) Run(ctx context.Context, j Job) (res Result, err error) {
 	}()
 	key := e.host + "/" + j.Name
 	f.mu.Lock()
+	f.init()
+	f.scripts[key] = j.Script
 	fj := f.Jobs[e.host][j.Name]
 	if p, ok := f.pending[key]; ok {
 		delete(f.pending, key)

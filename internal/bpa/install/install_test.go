@@ -35,7 +35,7 @@ func bashSyntax(t *testing.T, name, script string) {
 func TestScripts(t *testing.T) {
 	c := testConfig()
 	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Plugins: []string{PluginFlannel}}
-	inst, err := InstallScript(c, cl)
+	inst, err := InstallScript(c, cl, "node-0", "172.22.0.50", true)
 	if err != nil {
 		t.Fatal(err)
 	}

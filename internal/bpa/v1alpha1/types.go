@@ -47,6 +47,14 @@ type ProvisioningSpec struct {
 	// PodSubnet is the cluster's pod CIDR.
 	// +optional
 	PodSubnet string `json:"PodSubnet,omitempty"`
+	// ControlPlaneVIP is the control plane's virtual IPv4 address, held by
+	// keepalived on the masters and made the cluster's
+	// controlPlaneEndpoint (the site's cluster.controlPlaneVIP). Empty:
+	// the first master's address is the endpoint. It is read when the
+	// cluster is made; changing it later changes nothing.
+	// +kubebuilder:validation:Pattern=`^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$`
+	// +optional
+	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
 }
 
 // Master is a control-plane host's boot MAC address and resources.

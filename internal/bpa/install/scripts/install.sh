@@ -90,4 +90,24 @@ systemctl enable containerd kubelet >/dev/null 2>&1
 systemctl restart containerd
 for i in $(seq 60); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
 [ -S /run/containerd/containerd.sock ] || { echo "containerd did not start: see journalctl -u containerd" >&2; exit 4; }
-echo installed
+{{with .VRRP}}
+# The control plane's VIP: keepalived holds it on the network of this
+# master's own address, on the interface that has that address.
+command -v keepalived >/dev/null || { echo "keepalived is not installed: a cluster with a control-plane VIP needs it in its masters' OS image (the stick's debian-13-compute has it)" >&2; exit 6; }
+own=$(ip -o -4 addr show | awk -v a={{shq .Address}} '{split($4, p, "/"); if (p[1] == a) {print $2, p[2]; exit}}')
+dev=${own% *} bits=${own#* }
+[ -n "$own" ] || { echo "no interface holds this host's address {{.Address}}: the VIP {{.VIP}} goes on that network" >&2; exit 6; }
+mkdir -p /etc/keepalived
+cat >/etc/keepalived/keepalived.conf.bootstick-new <<END
+{{.Config}}END
+chmod 0600 /etc/keepalived/keepalived.conf.bootstick-new
+if cmp -s /etc/keepalived/keepalived.conf.bootstick-new /etc/keepalived/keepalived.conf; then
+	rm -f /etc/keepalived/keepalived.conf.bootstick-new
+	systemctl enable --now keepalived >/dev/null 2>&1
+else
+	mv /etc/keepalived/keepalived.conf.bootstick-new /etc/keepalived/keepalived.conf
+	systemctl enable keepalived >/dev/null 2>&1
+	systemctl restart keepalived
+fi
+systemctl is-active --quiet keepalived || { echo "keepalived did not start: see journalctl -u keepalived" >&2; exit 6; }
+{{end}}echo installed

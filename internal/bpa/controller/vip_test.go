@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootstick/bootstick/internal/bpa/install"
+	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/testctx"
+)
+
+// TestControlPlaneVIPOnMasters: a Provisioning with a control-plane VIP
+// sets up keepalived on each master's install, the first master above
+// the others, none on a worker, and init makes the VIP the cluster's
+// endpoint; the cluster forms.
+func TestControlPlaneVIPOnMasters(t *testing.T) {
+	ctx, cancel := testctx.New(t, time.Minute)
+	defer cancel()
+	ex := &install.Fake{}
+	site := newFakeSite(t, ex, []string{"master-0", "master-1", "master-2"}, []string{"worker-0"})
+	var p bpa.Provisioning
+	if err := site.c.Get(ctx, site.name, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.ControlPlaneVIP = "10.0.0.100"
+	if err := site.c.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	ready := func(p *bpa.Provisioning) bool {
+		for _, h := range p.Status.Hosts {
+			if h.State != bpa.HostReady {
+				return false
+			}
+		}
+		return true
+	}
+	got, _ := site.pass(ctx)
+	for i := 0; i < 10 && !ready(got); i++ {
+		got, _ = site.pass(ctx)
+	}
+	if !ready(got) {
+		t.Fatalf("the cluster did not form: %+v", got.Status.Hosts)
+	}
+	prio := regexp.MustCompile(`\n\tpriority (\d+)\n`)
+	for host, want := range map[string]string{"master-0": "150", "master-1": "100", "master-2": "100", "worker-0": ""} {
+		s := ex.Script(host, "install")
+		m := prio.FindStringSubmatch(s)
+		switch {
+		case s == "":
+			t.Errorf("%s: no install ran", host)
+		case want == "" && strings.Contains(s, "keepalived"):
+			t.Errorf("%s (a worker) sets up keepalived", host)
+		case want != "" && (m == nil || m[1] != want || !strings.Contains(s, "10.0.0.100/$bits dev $dev")):
+			t.Errorf("%s: keepalived priority %v, want %s, holding 10.0.0.100", host, m, want)
+		}
+	}
+	if s := ex.Script("master-0", "init"); !strings.Contains(s, "controlPlaneEndpoint: 10.0.0.100:6443") {
+		t.Errorf("init does not make the VIP the endpoint:\n%s", s)
+	}
+	noLeaks(t, ex)
+}
