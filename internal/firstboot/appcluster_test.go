@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -261,6 +262,21 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	flannel, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-flannel", "logs", "ds/kube-flannel-ds").CombinedOutput()
 	if err != nil || !strings.Contains(string(flannel), " and address "+hostIP+"\n") {
 		t.Errorf("flanneld on node-0 does not use the interface with %s (%v):\n%s", hostIP, err, command.Tail(string(flannel), 20))
+	}
+
+	// The application cluster encrypts Secrets at rest: etcd holds a new
+	// Secret as secretbox ciphertext under the BPA's key, never its value.
+	value := "at-rest-" + randomHex(t, 8)
+	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "create", "secret", "generic", "at-rest", "--from-literal=v="+value).CombinedOutput(); err != nil {
+		t.Errorf("creating a Secret in the application cluster: %v\n%s", err, out)
+	}
+	raw, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "exec", "etcd-node-0", "--",
+		"etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+		"--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key", "get", "/registry/secrets/default/at-rest").Output()
+	if err != nil || !bytes.Contains(raw, []byte("\nk8s:enc:secretbox:v1:bootstick-1:")) || bytes.Contains(raw, []byte(value)) {
+		t.Errorf("etcd holds the application cluster's Secret as %q (%v), want secretbox ciphertext under key bootstick-1, without its value", command.Tail(string(raw), 3), err)
+	} else {
+		t.Logf("etcd holds the application cluster's Secret encrypted: %q...", raw[:min(len(raw), 80)])
 	}
 
 	// Every image the host runs came from the stick's registry: the

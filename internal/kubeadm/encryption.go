@@ -50,18 +50,7 @@ func EnsureEncryptionConfig(path string) (created bool, err error) {
 	if _, err := rand.Read(key); err != nil {
 		return false, fmt.Errorf("generating the encryption key: %w", err)
 	}
-	doc := fmt.Sprintf(`# Written once by firstboot: the key that encrypts Secrets in etcd.
-apiVersion: apiserver.config.k8s.io/v1
-kind: EncryptionConfiguration
-resources:
-  - resources: [secrets]
-    providers:
-      - secretbox:
-          keys:
-            - name: bootstick-1
-              secret: %s
-      - identity: {}
-`, base64.StdEncoding.EncodeToString(key))
+	doc := EncryptionConfig("# Written once by firstboot: the key that encrypts Secrets in etcd.\n", key)
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("encryption config: %w", err)
@@ -73,6 +62,65 @@ resources:
 		return false, fmt.Errorf("encryption config: %w", err)
 	}
 	return true, nil
+}
+
+// EncryptionConfig is an EncryptionConfiguration that encrypts Secrets
+// with secretbox under key (32 bytes), after header (comment lines). It
+// holds the key: write it only to a file of mode 0600.
+func EncryptionConfig(header string, key []byte) []byte {
+	return []byte(header + fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+  - resources: [secrets]
+    providers:
+      - secretbox:
+          keys:
+            - name: bootstick-1
+              secret: %s
+      - identity: {}
+`, base64.StdEncoding.EncodeToString(key)))
+}
+
+// EncryptionKey is the secretbox key of an EncryptionConfig (as it
+// wrote it), checked. Its errors never quote the file.
+func EncryptionKey(data []byte) ([]byte, error) {
+	if err := checkEncryptionConfig(data); err != nil {
+		return nil, err
+	}
+	var ec struct {
+		Resources []struct {
+			Providers []struct {
+				Secretbox *struct {
+					Keys []struct {
+						Secret string `yaml:"secret"`
+					} `yaml:"keys"`
+				} `yaml:"secretbox"`
+			} `yaml:"providers"`
+		} `yaml:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &ec); err != nil {
+		return nil, errors.New("not valid YAML")
+	}
+	for _, r := range ec.Resources {
+		for _, pr := range r.Providers {
+			if pr.Secretbox != nil && len(pr.Secretbox.Keys) > 0 {
+				key, err := base64.StdEncoding.DecodeString(pr.Secretbox.Keys[0].Secret)
+				if err != nil || len(key) != 32 {
+					return nil, errors.New("its secretbox key is not 32 bytes in base64")
+				}
+				return key, nil
+			}
+		}
+	}
+	return nil, errors.New("it has no secretbox key")
+}
+
+// EncryptionAPIServer are the API server's extra arguments and volumes
+// that make it read the EncryptionConfiguration at path on the node: its
+// folder, mounted read-only at EncryptionMountPath.
+func EncryptionAPIServer(path string) ([]Arg, []Volume) {
+	return []Arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(path)}},
+		[]Volume{{Name: "bootstick-encryption", HostPath: filepath.Dir(path), MountPath: EncryptionMountPath, ReadOnly: true, PathType: "DirectoryOrCreate"}}
 }
 
 func checkEncryptionConfig(data []byte) error {

@@ -5,14 +5,11 @@
 package kubeadm
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Config is one node's cluster.
@@ -84,53 +81,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Arg is one of kubeadm's extra arguments (v1beta4's name and value).
-type Arg struct {
-	Name  string `yaml:"name"`
-	Value string `yaml:"value"`
-}
-
-type volume struct {
-	Name      string `yaml:"name"`
-	HostPath  string `yaml:"hostPath"`
-	MountPath string `yaml:"mountPath"`
-	ReadOnly  bool   `yaml:"readOnly"`
-	PathType  string `yaml:"pathType"`
-}
-
-type typeMeta struct {
-	APIVersion string `yaml:"apiVersion"`
-	Kind       string `yaml:"kind"`
-}
-
-type initConfiguration struct {
-	typeMeta         `yaml:",inline"`
-	NodeRegistration struct {
-		Name             string   `yaml:"name"`
-		CRISocket        string   `yaml:"criSocket"`
-		ImagePullPolicy  string   `yaml:"imagePullPolicy"`
-		Taints           []string `yaml:"taints"` // empty: no control-plane taint
-		KubeletExtraArgs []Arg    `yaml:"kubeletExtraArgs"`
-	} `yaml:"nodeRegistration"`
-	LocalAPIEndpoint struct {
-		AdvertiseAddress string `yaml:"advertiseAddress"`
-		BindPort         int    `yaml:"bindPort"`
-	} `yaml:"localAPIEndpoint"`
-	Timeouts timeouts `yaml:"timeouts"`
-}
-
-// timeouts are kubeadm's waits. Its defaults (4 minutes for the control
-// plane to become healthy) are made for ordinary servers; an appliance may
-// boot on a slow or emulated machine, where the first start of etcd and the
-// API server takes longer. Under QEMU's TCG it took over 4 minutes.
-type timeouts struct {
-	ControlPlaneComponentHealthCheck string `yaml:"controlPlaneComponentHealthCheck"`
-	KubeletHealthCheck               string `yaml:"kubeletHealthCheck"`
-	KubernetesAPICall                string `yaml:"kubernetesAPICall"`
-	EtcdAPICall                      string `yaml:"etcdAPICall"`
-}
-
-var slowMachineTimeouts = timeouts{
+// slowMachineTimeouts are the appliance's kubeadm waits. kubeadm's
+// defaults (4 minutes for the control plane to become healthy) are made
+// for ordinary servers; an appliance may boot on a slow or emulated
+// machine, where the first start of etcd and the API server takes longer.
+// Under QEMU's TCG it took over 4 minutes.
+var slowMachineTimeouts = Timeouts{
 	ControlPlaneComponentHealthCheck: "20m0s",
 	KubeletHealthCheck:               "10m0s",
 	KubernetesAPICall:                "5m0s",
@@ -193,54 +149,6 @@ func LeaderElectionArgs() []Arg {
 	}
 }
 
-type imageMeta struct {
-	ImageRepository string `yaml:"imageRepository,omitempty"`
-	ImageTag        string `yaml:"imageTag,omitempty"`
-}
-
-type clusterConfiguration struct {
-	typeMeta             `yaml:",inline"`
-	ClusterName          string `yaml:"clusterName"`
-	KubernetesVersion    string `yaml:"kubernetesVersion"`
-	ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint"`
-	ImageRepository      string `yaml:"imageRepository"`
-	EncryptionAlgorithm  string `yaml:"encryptionAlgorithm"`
-	Networking           struct {
-		PodSubnet     string `yaml:"podSubnet"`
-		ServiceSubnet string `yaml:"serviceSubnet"`
-		DNSDomain     string `yaml:"dnsDomain"`
-	} `yaml:"networking"`
-	Etcd struct {
-		Local struct {
-			imageMeta `yaml:",inline"`
-			DataDir   string `yaml:"dataDir"`
-			ExtraArgs []Arg  `yaml:"extraArgs"`
-		} `yaml:"local"`
-	} `yaml:"etcd"`
-	DNS       imageMeta `yaml:"dns,omitempty"`
-	APIServer struct {
-		CertSANs     []string `yaml:"certSANs,omitempty"`
-		ExtraArgs    []Arg    `yaml:"extraArgs"`
-		ExtraVolumes []volume `yaml:"extraVolumes"`
-	} `yaml:"apiServer"`
-	ControllerManager controlPlaneComponent `yaml:"controllerManager"`
-	Scheduler         controlPlaneComponent `yaml:"scheduler"`
-}
-
-type controlPlaneComponent struct {
-	ExtraArgs []Arg `yaml:"extraArgs"`
-}
-
-type kubeletConfiguration struct {
-	typeMeta                 `yaml:",inline"`
-	CgroupDriver             string `yaml:"cgroupDriver"`
-	ContainerRuntimeEndpoint string `yaml:"containerRuntimeEndpoint"`
-	FailSwapOn               bool   `yaml:"failSwapOn"`
-	// The control plane's static pods must not be evicted when the
-	// live system's RAM-backed root fills up.
-	EvictionHard map[string]string `yaml:"evictionHard"`
-}
-
 // EncryptionMountPath is where the API server sees the encryption config's folder.
 const EncryptionMountPath = "/etc/kubernetes/bootstick-encryption"
 
@@ -258,60 +166,27 @@ func Render(c Config) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var ic initConfiguration
-	ic.typeMeta = typeMeta{"kubeadm.k8s.io/v1beta4", "InitConfiguration"}
-	ic.NodeRegistration.Name = c.NodeName
-	ic.NodeRegistration.CRISocket = c.CRISocket
-	ic.NodeRegistration.ImagePullPolicy = "IfNotPresent"
-	ic.NodeRegistration.Taints = []string{}
-	ic.NodeRegistration.KubeletExtraArgs = []Arg{{"node-ip", c.AdvertiseAddress}}
-	ic.LocalAPIEndpoint.AdvertiseAddress = c.AdvertiseAddress
-	ic.LocalAPIEndpoint.BindPort = c.BindPort
-	ic.Timeouts = slowMachineTimeouts
+	ic := InitConfiguration{TypeMeta: TypeMeta{API, "InitConfiguration"}, Timeouts: slowMachineTimeouts,
+		LocalAPIEndpoint: APIEndpoint{c.AdvertiseAddress, c.BindPort}}
+	ic.NodeRegistration = NodeRegistration{Name: c.NodeName, CRISocket: c.CRISocket, ImagePullPolicy: "IfNotPresent",
+		Taints: &[]string{}, KubeletExtraArgs: []Arg{{"node-ip", c.AdvertiseAddress}}}
 
-	var cc clusterConfiguration
-	cc.typeMeta = typeMeta{"kubeadm.k8s.io/v1beta4", "ClusterConfiguration"}
-	cc.ClusterName = c.ClusterName
-	cc.KubernetesVersion = c.KubernetesVersion
-	cc.ControlPlaneEndpoint = netip.AddrPortFrom(netip.MustParseAddr(c.AdvertiseAddress), uint16(c.BindPort)).String()
+	cc := NewClusterConfiguration(c.ClusterName, c.KubernetesVersion,
+		netip.AddrPortFrom(netip.MustParseAddr(c.AdvertiseAddress), uint16(c.BindPort)).String(), c.EncryptionConfigPath)
 	cc.ImageRepository = c.ImageRepository
-	cc.EncryptionAlgorithm = KeyAlgorithm
 	cc.Networking.PodSubnet = c.PodSubnet
 	cc.Networking.ServiceSubnet = c.ServiceSubnet
 	cc.Networking.DNSDomain = c.DNSDomain
 	cc.Etcd.Local.DataDir = c.EtcdDataDir
 	cc.Etcd.Local.ImageTag = c.EtcdImageTag
-	cc.Etcd.Local.ExtraArgs = EtcdArgs()
 	cc.DNS.ImageTag = c.CoreDNSImageTag
 	cc.APIServer.CertSANs = append([]string{c.AdvertiseAddress}, c.CertSANs...)
-	cc.APIServer.ExtraArgs = []Arg{{"encryption-provider-config", EncryptionMountPath + "/" + filepath.Base(c.EncryptionConfigPath)}}
-	cc.ControllerManager.ExtraArgs = LeaderElectionArgs()
-	cc.Scheduler.ExtraArgs = LeaderElectionArgs()
-	cc.APIServer.ExtraVolumes = []volume{{Name: "bootstick-encryption", HostPath: filepath.Dir(c.EncryptionConfigPath),
-		MountPath: EncryptionMountPath, ReadOnly: true, PathType: "DirectoryOrCreate"}}
 
-	kc := kubeletConfiguration{
-		typeMeta:                 typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"},
-		CgroupDriver:             c.CgroupDriver,
-		ContainerRuntimeEndpoint: c.CRISocket,
-		FailSwapOn:               false,
-		EvictionHard:             map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-	}
-
-	var b bytes.Buffer
-	b.WriteString("# Written by firstboot for kubeadm init --config.\n")
-	for i, doc := range []any{ic, cc, kc} {
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(doc); err != nil {
-			return nil, fmt.Errorf("rendering kubeadm config: %w", err)
-		}
-		enc.Close()
-	}
-	return b.Bytes(), nil
+	kc := NewKubeletConfiguration(c.CgroupDriver)
+	kc.ContainerRuntimeEndpoint = c.CRISocket
+	kc.FailSwapOn = new(bool)
+	kc.EvictionHard = map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"}
+	return Marshal("# Written by firstboot for kubeadm init --config.\n", ic, cc, kc)
 }
 
 // CgroupDriver is "systemd" when systemd is PID 1, else "cgroupfs".

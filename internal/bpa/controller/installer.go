@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -126,6 +127,9 @@ type run struct {
 	// requeue is the soonest the pass wants to run again (0: no need).
 	requeue time.Duration
 	clients map[string]install.Executor
+	// encKey is the cluster's key for Secrets at rest (nil while it
+	// cannot be read: masters then wait).
+	encKey []byte
 }
 
 // wantAgain asks for another pass after d; x.mu must be held.
@@ -227,6 +231,9 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	}
 	exists, err := x.clusterExists(ctx)
 	if err != nil {
+		return 0, err
+	}
+	if x.encKey, err = x.encryptionKey(ctx, exists, contact); err != nil {
 		return 0, err
 	}
 	maker := first
@@ -534,11 +541,17 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 		return false
 	}
 	return x.step(ctx, h, bpa.PhaseInstall, func(ctx context.Context, c install.Executor) error {
-		script, err := install.InstallScript(x.cfg, x.cl, h.Name, hostOnly(h.Address), h.Role == RoleMaster)
+		t := install.Target{Name: h.Name, Address: hostOnly(h.Address), Master: h.Role == RoleMaster}
+		var secrets []string
+		if t.Master {
+			t.EncryptionKey = x.encKey
+			secrets = []string{base64.StdEncoding.EncodeToString(x.encKey)}
+		}
+		script, err := install.InstallScript(x.cfg, x.cl, t)
 		if err != nil {
 			return err
 		}
-		_, err = c.Run(ctx, install.Job{Name: bpa.PhaseInstall, Script: script, Deadline: PhaseDeadlines[bpa.PhaseInstall]})
+		_, err = c.Run(ctx, install.Job{Name: bpa.PhaseInstall, Script: script, Secrets: secrets, Deadline: PhaseDeadlines[bpa.PhaseInstall]})
 		return err
 	})
 }

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"text/template"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/bootstick/bootstick/internal/containerd"
 	"github.com/bootstick/bootstick/internal/kubeadm"
 )
@@ -72,10 +70,20 @@ func (cl Cluster) APIHost() string {
 // own (10.244.0.0/16, flannel's usual).
 const DefaultPodSubnet = "10.128.0.0/16"
 
-// InstallScript installs the packages on host (at address) and configures
-// containerd, the kubelet, (with flannel) the CNI plugin and, on a master
-// of a cluster with a VIP, keepalived.
-func InstallScript(c *Config, cl Cluster, host, address string, master bool) (string, error) {
+// Target is the host an install script is for.
+type Target struct {
+	Name, Address string
+	Master        bool
+	// EncryptionKey is the cluster's key for Secrets at rest (32 bytes):
+	// a master keeps it at EncryptionConfigPath. A secret: the job that
+	// carries it names it in its Secrets.
+	EncryptionKey []byte
+}
+
+// InstallScript installs the packages on n and configures containerd,
+// the kubelet, (with flannel) the CNI plugin and, on a master, the
+// cluster's encryption at rest and (with a VIP) keepalived.
+func InstallScript(c *Config, cl Cluster, n Target) (string, error) {
 	cc := containerd.Config{
 		Root: "/var/lib/containerd", State: "/run/containerd", Address: "/run/containerd/containerd.sock",
 		HostsDir: "/etc/containerd/certs.d", SandboxImage: c.PauseImage, SystemdCgroup: true,
@@ -106,42 +114,38 @@ func InstallScript(c *Config, cl Cluster, host, address string, master bool) (st
 			cni = string(b) + "\n"
 		}
 	}
-	var vrrp map[string]any
-	if master && cl.VIP != "" {
-		conf, err := keepalivedConfig(cl, host)
+	var vrrp, enc map[string]any
+	if n.Master && cl.VIP != "" {
+		conf, err := keepalivedConfig(cl, n.Name)
 		if err != nil {
 			return "", err
 		}
-		vrrp = map[string]any{"Config": conf, "Address": address, "VIP": cl.VIP}
+		vrrp = map[string]any{"Config": conf, "Address": n.Address, "VIP": cl.VIP}
+	}
+	if n.Master {
+		if len(n.EncryptionKey) != 32 {
+			return "", fmt.Errorf("no encryption key for master %s's Secrets at rest", n.Name)
+		}
+		enc = map[string]any{"Path": EncryptionConfigPath, "Config": EncryptionConfig(n.EncryptionKey), "Cluster": cl.Name}
 	}
 	return render("install.sh", map[string]any{
 		"PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
-		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp,
+		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp, "Encryption": enc,
 	})
 }
 
-type typeMeta struct {
-	APIVersion string `yaml:"apiVersion"`
-	Kind       string `yaml:"kind"`
-}
+// EncryptionConfigPath is where a master keeps the cluster's
+// EncryptionConfiguration (its folder 0700, the file 0600): the install
+// writes it, and the API server reads it (kubeadm.EncryptionAPIServer).
+const EncryptionConfigPath = "/etc/bootstick/encryption/config.yaml"
 
-const kubeadmAPI = "kubeadm.k8s.io/v1beta4"
-
-// nodeRegistration names the node after the host, with the address the
-// BPA reaches it at as the node's (a host may have several NICs). A host
-// of the application cluster may have one CPU (a small edge box, a test
-// VM). Taints, when set, replaces kubeadm's default: an empty list
-// leaves a master that runs workloads untainted.
-type nodeRegistration struct {
-	Name                  string        `yaml:"name"`
-	CRISocket             string        `yaml:"criSocket"`
-	IgnorePreflightErrors []string      `yaml:"ignorePreflightErrors"`
-	KubeletExtraArgs      []kubeadm.Arg `yaml:"kubeletExtraArgs"`
-	Taints                *[]string     `yaml:"taints,omitempty"`
-}
-
-func (cl Cluster) registration(name, address string) nodeRegistration {
-	r := nodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
+// registration names the node after the host, with the address the BPA
+// reaches it at as the node's (a host may have several NICs). A host of
+// the application cluster may have one CPU (a small edge box, a test VM).
+// A master that runs workloads gets an empty taint list: no
+// control-plane taint.
+func (cl Cluster) registration(name, address string) kubeadm.NodeRegistration {
+	r := kubeadm.NodeRegistration{Name: name, CRISocket: "unix:///run/containerd/containerd.sock", IgnorePreflightErrors: []string{"NumCPU"},
 		KubeletExtraArgs: []kubeadm.Arg{{Name: "node-ip", Value: address}}}
 	if cl.Schedulable[name] {
 		r.Taints = &[]string{}
@@ -149,77 +153,31 @@ func (cl Cluster) registration(name, address string) nodeRegistration {
 	return r
 }
 
-type apiEndpoint struct {
-	AdvertiseAddress string `yaml:"advertiseAddress"`
-	BindPort         int    `yaml:"bindPort"`
-}
-
 // timeouts are generous: a small host (or a test VM without KVM) needs
 // minutes to start the control plane.
-var timeouts = map[string]string{
-	"controlPlaneComponentHealthCheck": "20m0s",
-	"kubeletHealthCheck":               "20m0s",
-	"kubernetesAPICall":                "2m0s",
-	"tlsBootstrap":                     "20m0s",
-	"discovery":                        "10m0s",
+var timeouts = kubeadm.Timeouts{
+	ControlPlaneComponentHealthCheck: "20m0s",
+	KubeletHealthCheck:               "20m0s",
+	KubernetesAPICall:                "2m0s",
+	TLSBootstrap:                     "20m0s",
+	Discovery:                        "10m0s",
 }
 
 // InitScript creates the cluster on the first master, named host, at
-// address.
+// address. The cluster encrypts Secrets at rest with the
+// EncryptionConfiguration the install wrote at EncryptionConfigPath.
 func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
-	type initCfg struct {
-		typeMeta         `yaml:",inline"`
-		NodeRegistration nodeRegistration  `yaml:"nodeRegistration"`
-		LocalAPIEndpoint apiEndpoint       `yaml:"localAPIEndpoint"`
-		Timeouts         map[string]string `yaml:"timeouts"`
-	}
-	type clusterCfg struct {
-		typeMeta             `yaml:",inline"`
-		ClusterName          string `yaml:"clusterName"`
-		KubernetesVersion    string `yaml:"kubernetesVersion"`
-		ControlPlaneEndpoint string `yaml:"controlPlaneEndpoint"`
-		EncryptionAlgorithm  string `yaml:"encryptionAlgorithm"`
-		Networking           struct {
-			PodSubnet     string `yaml:"podSubnet"`
-			ServiceSubnet string `yaml:"serviceSubnet,omitempty"`
-		} `yaml:"networking"`
-		Etcd struct {
-			Local struct {
-				ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
-			} `yaml:"local"`
-		} `yaml:"etcd"`
-		APIServer struct {
-			CertSANs []string `yaml:"certSANs"`
-		} `yaml:"apiServer"`
-		ControllerManager struct {
-			ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
-		} `yaml:"controllerManager"`
-		Scheduler struct {
-			ExtraArgs []kubeadm.Arg `yaml:"extraArgs"`
-		} `yaml:"scheduler"`
-	}
-	type kubeletCfg struct {
-		typeMeta     `yaml:",inline"`
-		CgroupDriver string `yaml:"cgroupDriver"`
-	}
-	ic := initCfg{typeMeta: typeMeta{kubeadmAPI, "InitConfiguration"}, NodeRegistration: cl.registration(host, address),
-		LocalAPIEndpoint: apiEndpoint{address, 6443}, Timeouts: timeouts}
-	cc := clusterCfg{typeMeta: typeMeta{kubeadmAPI, "ClusterConfiguration"}, ClusterName: cl.Name,
-		KubernetesVersion: c.KubernetesVersion, ControlPlaneEndpoint: cl.APIHost() + ":6443",
-		// Cheap TLS handshakes on small hosts (see kubeadm.KeyAlgorithm).
-		EncryptionAlgorithm: kubeadm.KeyAlgorithm}
+	ic := kubeadm.InitConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "InitConfiguration"},
+		NodeRegistration: cl.registration(host, address), LocalAPIEndpoint: kubeadm.APIEndpoint{AdvertiseAddress: address, BindPort: 6443},
+		Timeouts: timeouts}
+	cc := kubeadm.NewClusterConfiguration(cl.Name, c.KubernetesVersion, cl.APIHost()+":6443", EncryptionConfigPath)
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.APIHost(), address}
-	// A slow host's disk must not time etcd out (see kubeadm.EtcdElectionTimeoutMS).
-	cc.Etcd.Local.ExtraArgs = kubeadm.EtcdArgs()
-	// Nor a slow API server restart its controllers (see kubeadm.LeaderElectionLeaseDuration).
-	cc.ControllerManager.ExtraArgs, cc.Scheduler.ExtraArgs = kubeadm.LeaderElectionArgs(), kubeadm.LeaderElectionArgs()
-	kc := kubeletCfg{typeMeta: typeMeta{"kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"}, CgroupDriver: "systemd"}
-	cfg, err := yamlDocs(ic, cc, kc)
+	cfg, err := kubeadm.Marshal("", ic, cc, kubeadm.NewKubeletConfiguration("systemd"))
 	if err != nil {
 		return "", err
 	}
-	return render("init.sh", map[string]any{"KubeadmConfig": cfg,
+	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg),
 		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s get --raw /readyz"}})
 }
@@ -234,36 +192,19 @@ type Join struct {
 // JoinScript joins host (at address) to the cluster; a master joins the
 // control plane.
 func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, error) {
-	type discovery struct {
-		BootstrapToken struct {
-			APIServerEndpoint string   `yaml:"apiServerEndpoint"`
-			Token             string   `yaml:"token"`
-			CACertHashes      []string `yaml:"caCertHashes"`
-		} `yaml:"bootstrapToken"`
-	}
-	type controlPlane struct {
-		LocalAPIEndpoint apiEndpoint `yaml:"localAPIEndpoint"`
-		CertificateKey   string      `yaml:"certificateKey"`
-	}
-	type joinCfg struct {
-		typeMeta         `yaml:",inline"`
-		NodeRegistration nodeRegistration  `yaml:"nodeRegistration"`
-		Discovery        discovery         `yaml:"discovery"`
-		ControlPlane     *controlPlane     `yaml:"controlPlane,omitempty"`
-		Timeouts         map[string]string `yaml:"timeouts"`
-	}
-	jc := joinCfg{typeMeta: typeMeta{kubeadmAPI, "JoinConfiguration"}, NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
+	jc := kubeadm.JoinConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "JoinConfiguration"},
+		NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
 	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
 	jc.Discovery.BootstrapToken.Token = j.Token
 	jc.Discovery.BootstrapToken.CACertHashes = []string{j.CACertHash}
 	if master {
-		jc.ControlPlane = &controlPlane{LocalAPIEndpoint: apiEndpoint{address, 6443}, CertificateKey: j.CertificateKey}
+		jc.ControlPlane = &kubeadm.JoinControlPlane{LocalAPIEndpoint: kubeadm.APIEndpoint{AdvertiseAddress: address, BindPort: 6443}, CertificateKey: j.CertificateKey}
 	}
-	cfg, err := yamlDocs(jc)
+	cfg, err := kubeadm.Marshal("", jc)
 	if err != nil {
 		return "", err
 	}
-	return render("join.sh", map[string]any{"JoinConfig": cfg,
+	return render("join.sh", map[string]any{"JoinConfig": string(cfg),
 		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/kubelet.conf --request-timeout=20s get node " + shellQuote(host)}})
 }
@@ -294,19 +235,4 @@ func CACertHash(caPEM []byte) (string, error) {
 	}
 	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
-}
-
-func yamlDocs(docs ...any) (string, error) {
-	var b strings.Builder
-	for i, d := range docs {
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		out, err := yaml.Marshal(d)
-		if err != nil {
-			return "", err
-		}
-		b.Write(out)
-	}
-	return b.String(), nil
 }

@@ -163,6 +163,7 @@ func (f *Fake) Reprovision(host string) {
 	defer f.mu.Unlock()
 	f.init()
 	delete(f.marks, host)
+	delete(f.scripts, host+"/"+bpa.PhaseInstall) // with the encryption key it wrote
 	if n := f.nodes[host]; n != nil {
 		n.ready = false
 	}
@@ -356,6 +357,15 @@ func (e *fakeExec) Query(_ context.Context, what, script string, secrets ...stri
 		}
 		fmt.Fprintf(&s, "etcd-members=%s\nendpoint=https://%s:6443\n", f.memberList(), f.endpoint)
 		return []byte(s.String()), nil
+	case what == whatEncryption:
+		// What the host's last install wrote, as the script carries it.
+		sc := f.scripts[e.host+"/"+bpa.PhaseInstall]
+		const open = "<<'END'\n" + encryptionHeader
+		if i := strings.Index(sc, open); i >= 0 {
+			conf := sc[i+len("<<'END'\n"):]
+			return []byte(conf[:strings.Index(conf, "END\n")]), nil
+		}
+		return nil, nil
 	case what == whatMarks:
 		return []byte(f.marks[e.host] + "\n"), nil
 	case strings.HasPrefix(what, whatDeleteNode):

@@ -35,7 +35,7 @@ func bashSyntax(t *testing.T, name, script string) {
 func TestScripts(t *testing.T) {
 	c := testConfig()
 	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Plugins: []string{PluginFlannel}}
-	inst, err := InstallScript(c, cl, "node-0", "172.22.0.50", true)
+	inst, err := InstallScript(c, cl, Target{Name: "node-0", Address: "172.22.0.50", Master: true, EncryptionKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +55,8 @@ func TestScripts(t *testing.T) {
 	}
 	bashSyntax(t, "init", initS)
 	for _, want := range []string{"podSubnet: 10.128.0.0/16", "value: 172.22.0.50", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print",
-		"- name: election-timeout", `value: "5000"`, "controllerManager:\n    extraArgs:\n        - name: leader-elect-lease-duration\n          value: 2m17s",
-		"scheduler:\n    extraArgs:\n        - name: leader-elect-lease-duration\n          value: 2m17s"} {
+		"- name: election-timeout", `value: "5000"`, "controllerManager:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s",
+		"scheduler:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s"} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q", want)
 		}
@@ -150,7 +150,7 @@ func TestParseConfig(t *testing.T) {
 func TestMastersOnlyUntainted(t *testing.T) {
 	c := testConfig()
 	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Schedulable: map[string]bool{"node-0": true, "node-1": true}}
-	const untainted = "    taints: []\n"
+	const untainted = "  taints: []\n"
 	initS, err := InitScript(c, cl, "node-0", "172.22.0.50")
 	if err != nil {
 		t.Fatal(err)

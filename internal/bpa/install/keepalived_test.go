@@ -24,7 +24,7 @@ func TestControlPlaneVIP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"controlPlaneEndpoint: " + vip + ":6443", "certSANs:\n        - " + vip + "\n        - 172.22.0.50\n"} {
+	for _, want := range []string{"controlPlaneEndpoint: " + vip + ":6443", "certSANs:\n    - " + vip + "\n    - 172.22.0.50\n"} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q:\n%s", want, initS)
 		}
@@ -59,7 +59,7 @@ func TestControlPlaneVIP(t *testing.T) {
 	} {
 		cl := cl
 		cl.VIP = h.vip
-		s, err := InstallScript(c, cl, h.name, h.addr, h.master)
+		s, err := InstallScript(c, cl, Target{Name: h.name, Address: h.addr, Master: h.master, EncryptionKey: testKey})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,23 @@ systemctl enable containerd kubelet >/dev/null 2>&1
 systemctl restart containerd
 for i in $(seq 60); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
 [ -S /run/containerd/containerd.sock ] || { echo "containerd did not start: see journalctl -u containerd" >&2; exit 4; }
-{{with .VRRP}}
+{{with .Encryption}}
+# The cluster's key for Secrets at rest, which the API server reads: the
+# same file on every master. A different one here is another cluster's
+# (or another key's), and replacing it would leave the Secrets its API
+# server wrote unreadable.
+enc={{shq .Path}}
+install -d -m 0700 "$(dirname "$enc")"
+cat >"$enc.bootstick-new" <<'END'
+{{.Config}}END
+chmod 0600 "$enc.bootstick-new"
+if [ -e "$enc" ] && ! cmp -s "$enc.bootstick-new" "$enc"; then
+	rm -f "$enc.bootstick-new"
+	echo "$enc holds another key than cluster {{.Cluster}}'s: this host's disk belongs to another cluster; provision the host again" >&2
+	exit 7
+fi
+mv "$enc.bootstick-new" "$enc"
+{{end}}{{with .VRRP}}
 # The control plane's VIP: keepalived holds it on the network of this
 # master's own address, on the interface that has that address.
 command -v keepalived >/dev/null || { echo "keepalived is not installed: a cluster with a control-plane VIP needs it in its masters' OS image (the stick's debian-13-compute has it)" >&2; exit 6; }
