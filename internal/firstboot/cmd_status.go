@@ -231,7 +231,7 @@ func sharpenBMCReasons(ctx context.Context, hosts []status.Host) {
 // nodeState words the BPA's state of a host: Installing names its phase.
 func nodeState(h bpa.HostStatus) string {
 	switch h.State {
-	case bpa.HostInstalling, bpa.HostUnreachable, bpa.HostReady, bpa.HostError:
+	case bpa.HostInstalling, bpa.HostUnreachable, bpa.HostUnfit, bpa.HostReady, bpa.HostError:
 	default:
 		return "" // not provisioned yet: the STATE column says where it is
 	}

@@ -324,11 +324,13 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 				errs = append(errs, field.Invalid(rq.Child("memory"), m, "not a positive quantity such as 64Gi"))
 			}
 		}
+		// The BPA's Provisioning carries sriov and qat for workers only:
+		// a master's would be dropped, and the host never checked for it.
 		if h.Role == RoleMaster && h.Requirements.SRIOV {
-			errs = append(errs, field.Forbidden(rq.Child("sriov"), "only workers are matched on SR-IOV"))
+			errs = append(errs, field.Forbidden(rq.Child("sriov"), "a master is matched on cpu and memory only (the BPA's Provisioning carries sriov for workers): require SR-IOV of workers"))
 		}
 		if h.Role == RoleMaster && h.Requirements.QAT {
-			errs = append(errs, field.Forbidden(rq.Child("qat"), "only workers are matched on QAT"))
+			errs = append(errs, field.Forbidden(rq.Child("qat"), "a master is matched on cpu and memory only (the BPA's Provisioning carries qat for workers): require QAT of workers"))
 		}
 	}
 	if masters == 0 {

@@ -85,9 +85,9 @@ func provisioned(st bpa.HostState) bool {
 }
 
 // hasOS reports whether h's BareMetalHost is provisioned, whatever the
-// install made of it.
+// install or role matching made of it.
 func hasOS(h *bpa.HostStatus) bool {
-	return provisioned(h.State) || (h.State == bpa.HostError && h.ProvisionedAt != nil)
+	return provisioned(h.State) || ((h.State == bpa.HostError || h.State == bpa.HostUnfit) && h.ProvisionedAt != nil)
 }
 
 // clusterName is the Provisioning's cluster label, or its name.
@@ -151,6 +151,10 @@ func (x *run) host(name string) *bpa.HostStatus {
 // save writes the status now, so that each phase shows as it happens.
 func (x *run) save(ctx context.Context) error {
 	x.setClusterCondition()
+	// Ready too: role matching moves hosts to and from Unfit.
+	ready := readyCondition(x.p.Status.Hosts, x.p.Generation)
+	ready.LastTransitionTime = metav1.NewTime(x.now().Truncate(time.Second))
+	meta.SetStatusCondition(&x.p.Status.Conditions, ready)
 	// Update a copy: decoding the answer into x.p would move the hosts
 	// that the pass holds pointers to.
 	cp := x.p.DeepCopy()
@@ -174,11 +178,24 @@ func (x *run) setClusterCondition() {
 		}
 	}
 	n := len(x.p.Status.Hosts)
+	nUnfit, unfit := unfitHosts(x.p.Status.Hosts)
+	first := x.firstMaster()
 	switch {
 	case n > 0 && ready == n:
 		x.setCondition(ConditionClusterReady, metav1.ConditionTrue, "AllNodesReady", fmt.Sprintf("%d nodes Ready; kubeconfig in Secret %s", n, x.p.Status.KubeconfigSecret))
+	case first != nil && first.State == bpa.HostUnfit && x.contact() == nil:
+		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, ReasonFirstMasterUnfit, fmt.Sprintf(
+			"the cluster is not made: master %s, the first by name, on which kubeadm init makes it, does not fit its requirements (%s), "+
+				"and no host joins before it does. Give it the hardware, or change its requirements in the site", first.Name, first.Error))
 	case failed > 0 || unreachable > 0:
-		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, "HostsFailing", fmt.Sprintf("%d of %d nodes Ready, %d unreachable, %d failed", ready, n, unreachable, failed))
+		msg := fmt.Sprintf("%d of %d nodes Ready, %d unreachable, %d failed", ready, n, unreachable, failed)
+		if nUnfit > 0 {
+			msg += fmt.Sprintf(", %d not fitting their requirements: %s", nUnfit, unfit)
+		}
+		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, "HostsFailing", msg)
+	case nUnfit > 0:
+		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, ReasonHostsUnfit,
+			fmt.Sprintf("%d of %d nodes Ready; %d not fitting their requirements, on which the BPA installs nothing: %s", ready, n, nUnfit, unfit))
 	default:
 		x.setCondition(ConditionClusterReady, metav1.ConditionFalse, "Installing", fmt.Sprintf("%d of %d nodes Ready", ready, n))
 	}
@@ -524,8 +541,9 @@ func (x *run) step(ctx context.Context, h *bpa.HostStatus, name string, f func(c
 	return true
 }
 
-// prepare connects to h and installs the packages, unless h waits out a
-// backoff. It reports whether h is installed.
+// prepare connects to h, checks it against its requirements (fit.go)
+// and installs the packages, unless h waits out a backoff. It reports
+// whether h is installed.
 func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	if x.waiting(h) {
 		return false
@@ -539,6 +557,9 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	x.mu.Unlock()
 	if !x.step(ctx, h, bpa.PhaseConnect, nil) {
 		return false
+	}
+	if !x.checkFit(ctx, h) {
+		return false // nothing runs on a host that lacks what its role requires
 	}
 	return x.step(ctx, h, bpa.PhaseInstall, func(ctx context.Context, c install.Executor) error {
 		t := install.Target{Name: h.Name, Address: hostOnly(h.Address), Master: h.Role == RoleMaster}

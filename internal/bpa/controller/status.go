@@ -2,7 +2,10 @@
 // matches each master and worker of a Provisioning to the metal3.io
 // BareMetalHost with the same boot MAC address (in the Provisioning's
 // namespace) and writes, per host, the matched BareMetalHost, where it is
-// (Pending, Matched, Provisioning, Provisioned, Error) and what is wrong.
+// (Pending, Matched, Provisioning, Provisioned, Error) and what is wrong;
+// the installer (installer.go) takes provisioned hosts on, through
+// Installing or Unreachable, or Unfit when their hardware lacks what their
+// role requires (fit.go), to Ready.
 package controller
 
 import (
@@ -243,8 +246,8 @@ func osWritten(b *metal3.BareMetalHost) bool {
 // moved, or restored from a backup). One without is new: the operator
 // will inspect and provision the machine again.
 func keepsInstall(old *bpa.HostStatus, b *metal3.BareMetalHost) bool {
-	if old.ProvisionedAt == nil || !(provisioned(old.State) || old.State == bpa.HostError) {
-		return false // no install recorded
+	if old.ProvisionedAt == nil || !(provisioned(old.State) || old.State == bpa.HostError || old.State == bpa.HostUnfit) {
+		return false // no install (or role matching) recorded
 	}
 	switch b.Status.Provisioning.State {
 	case metal3.StateProvisioned, metal3.StateExternallyProvisioned:
@@ -307,6 +310,13 @@ func readyCondition(hs []bpa.HostStatus, generation int64) metav1.Condition {
 	case count[bpa.HostError] > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, "HostError"
 		c.Message = fmt.Sprintf("%d of %d hosts have an error", count[bpa.HostError], len(hs))
+		if n, unfit := unfitHosts(hs); n > 0 {
+			c.Message += fmt.Sprintf("; %d do not fit their requirements: %s", n, unfit)
+		}
+	case count[bpa.HostUnfit] > 0:
+		n, unfit := unfitHosts(hs)
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonHostsUnfit
+		c.Message = fmt.Sprintf("%d of %d hosts provisioned; %d do not fit their requirements: %s", provisionedCount(hs), len(hs), n, unfit)
 	case provisionedCount(hs) == len(hs):
 		c.Status, c.Reason = metav1.ConditionTrue, "AllProvisioned"
 		c.Message = fmt.Sprintf("%d hosts provisioned", len(hs))

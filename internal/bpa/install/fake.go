@@ -37,7 +37,9 @@ import (
 //     nodes and members are lost to it); a join fails while a Ready Node
 //     has its name, and a control-plane join while a member has its peer
 //     address;
-//   - the drain, Node deletion and member removal a master runs.
+//   - the drain, Node deletion and member removal a master runs;
+//   - each host's SR-IOV NICs and Intel PCI devices (Hardware), which role
+//     matching reads on the host.
 //
 // A host whose init or join ended well is a Ready node and, for a master,
 // a started etcd member. It records every call, and every change to the
@@ -48,6 +50,9 @@ type Fake struct {
 	Jobs map[string]map[string]FakeJob
 	// OnRun, when set, is called as each Run returns.
 	OnRun func(host, phase string, err error)
+	// Hardware is each host's SR-IOV NICs and Intel PCI devices, by
+	// host; a host not named has neither. SetHardware changes it.
+	Hardware map[string]Hardware
 
 	mu      sync.Mutex
 	calls   []FakeCall
@@ -168,6 +173,16 @@ func (f *Fake) Reprovision(host string) {
 		n.ready = false
 	}
 	f.change("%s provisioned again", host)
+}
+
+// SetHardware gives host hw, as a card put in or taken out would.
+func (f *Fake) SetHardware(host string, hw Hardware) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Hardware == nil {
+		f.Hardware = map[string]Hardware{}
+	}
+	f.Hardware[host] = hw
 }
 
 // Nodes are the cluster's Nodes, each with whether it is Ready.
@@ -366,6 +381,8 @@ func (e *fakeExec) Query(_ context.Context, what, script string, secrets ...stri
 			return []byte(conf[:strings.Index(conf, "END\n")]), nil
 		}
 		return nil, nil
+	case what == whatHardware:
+		return []byte(f.Hardware[e.host].output()), nil
 	case what == whatMarks:
 		return []byte(f.marks[e.host] + "\n"), nil
 	case strings.HasPrefix(what, whatDeleteNode):

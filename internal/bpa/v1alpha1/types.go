@@ -57,32 +57,50 @@ type ProvisioningSpec struct {
 	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
 }
 
-// Master is a control-plane host's boot MAC address and resources.
+// Master is a control-plane host's boot MAC address and resources. A
+// master is matched on cpu and memory only (see Worker).
 type Master struct {
 	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$`
 	MACaddress string `json:"mac-address,omitempty"`
+	// CPU is the fewest logical CPUs the host's inspected hardware
+	// (its BareMetalHost's status.hardwareDetails.cpu.count) may have.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	CPU int32 `json:"cpu,omitempty"`
+	// Memory is the least memory, a quantity such as 64Gi, the host's
+	// inspected hardware (status.hardwareDetails.ramMebibytes) may have.
+	// One that is not a quantity leaves the host Unfit, saying so.
 	// +optional
 	Memory string `json:"memory,omitempty"`
 }
 
-// Worker is a worker host's boot MAC address and resources.
+// Worker is a worker host's boot MAC address and resources. The BPA
+// installs a host only once its hardware has them (role matching); a
+// host that lacks any is Unfit, with what it lacks in its status.
 type Worker struct {
 	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$`
 	MACaddress string `json:"mac-address,omitempty"`
+	// CPU is the fewest logical CPUs the host's inspected hardware may
+	// have, as a Master's.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	CPU int32 `json:"cpu,omitempty"`
+	// Memory is the least memory the host's inspected hardware may have,
+	// as a Master's.
 	// +optional
 	Memory string `json:"memory,omitempty"`
+	// SRIOV: a NIC of the host offers SR-IOV virtual functions (its
+	// sysfs sriov_totalvfs is above 0), as read on the host.
 	// +optional
 	SRIOV bool `json:"sriov,omitempty"`
+	// QAT: the host has an Intel QuickAssist physical function of a
+	// kind the Linux kernel's qat drivers bind, as read on the host.
 	// +optional
 	QAT bool `json:"qat,omitempty"`
 }
 
 // HostState is where one host of a Provisioning is.
-// +kubebuilder:validation:Enum=Pending;Matched;Provisioning;Provisioned;Installing;Unreachable;Ready;Error
+// +kubebuilder:validation:Enum=Pending;Matched;Provisioning;Provisioned;Installing;Unreachable;Unfit;Ready;Error
 type HostState string
 
 // The states a host goes through.
@@ -101,6 +119,10 @@ const (
 	// HostUnreachable: the BPA cannot reach the host over SSH and retries
 	// with backoff (see Error and NextRetry).
 	HostUnreachable HostState = "Unreachable"
+	// HostUnfit: the host's hardware lacks what its entry in masters or
+	// workers requires (cpu, memory, sriov, qat); Error says what. The
+	// BPA installs nothing on it until it fits.
+	HostUnfit HostState = "Unfit"
 	// HostReady: the host is a Ready node of the cluster.
 	HostReady HostState = "Ready"
 	// HostError: see Error.
@@ -148,7 +170,8 @@ type HostStatus struct {
 	BareMetalHost string `json:"bareMetalHost,omitempty"`
 	// State is where the host is.
 	State HostState `json:"state"`
-	// Error says what went wrong when State is Error. It never holds
+	// Error says what went wrong when State is Error, and what the
+	// host's hardware lacks when State is Unfit. It never holds
 	// credentials.
 	// +optional
 	Error string `json:"error,omitempty"`
