@@ -19,7 +19,8 @@ import (
 // firstboot renders the site into (the one its --namespace flag and its
 // default name) and in its own; nothing lets it list or watch Secrets, and
 // it has no right to anything it does not use (Jobs, ConfigMaps but the
-// install's). TestRunsWithItsOwnRBAC (internal/bpa/controller) runs it
+// install's, BareMetalHosts beyond reading and the patch that gives one
+// applied with kubectl its user data). TestRunsWithItsOwnRBAC (internal/bpa/controller) runs it
 // with these rules.
 func TestBPARBACIsNamespaced(t *testing.T) {
 	if controller.DefaultNamespace != render.Namespace {
@@ -79,6 +80,13 @@ func TestBPARBACIsNamespaced(t *testing.T) {
 				}
 				if res == "configmaps" && !slices.Equal(r.ResourceNames, []string{"bootstick-install"}) {
 					t.Errorf("Role %s/%s: ConfigMaps %v, want only bootstick-install", d.Metadata.Namespace, d.Metadata.Name, r.ResourceNames)
+				}
+				if res == "baremetalhosts" {
+					for _, v := range r.Verbs {
+						if !slices.Contains([]string{"get", "list", "watch", "patch"}, v) {
+							t.Errorf("Role %s/%s lets the BPA %s BareMetalHosts: it reads them and patches one applied with kubectl (its user data), nothing else", d.Metadata.Namespace, d.Metadata.Name, v)
+						}
+					}
 				}
 				if res == "jobs" {
 					t.Errorf("Role %s/%s: the BPA makes no Job", d.Metadata.Namespace, d.Metadata.Name)

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +23,7 @@ import (
 	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/userdata"
 )
 
 // Namespace holds every site object.
@@ -159,7 +159,8 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 				"password": []byte(h.BMC.Credentials.Password.Reveal()),
 			},
 		})
-		userData, err := cloudConfig(h.Name, append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...), opts.HostKeys[h.Name], clock)
+		userData, err := userdata.CloudConfig(userdata.Host{Hostname: h.Name, AuthorizedKeys: append([]string{opts.SSHKey.Public}, s.SSHAuthorizedKeys...),
+			HostKey: opts.HostKeys[h.Name], NTPServers: clock})
 		if err != nil {
 			return nil, fmt.Errorf("rendering host %s: %w", h.Name, err)
 		}
@@ -167,7 +168,7 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: objectMeta(UserDataSecretName(h.Name), s, h.Name, h.Role),
 			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{"userData": userData},
+			Data:       map[string][]byte{userdata.Key: userData},
 		})
 		network, err := h.Network()
 		if err != nil {
@@ -245,6 +246,9 @@ func Render(s *site.Site, opts Options) ([]Object, error) {
 	if opts.Install != nil {
 		cfg := *opts.Install
 		cfg.ServiceSubnet = s.Cluster.ServiceCIDR
+		// The hosts the BPA gives user data (applied with kubectl) take
+		// their time from where the site's do.
+		cfg.TimeServers = slices.Clone(clock)
 		cfg.Hosts = map[string]install.Host{}
 		for _, h := range hosts {
 			ih := install.Host{Address: clusterAddress[h.Name]}
@@ -318,40 +322,6 @@ func hostImage(h site.Host, images map[string]osimage.Image, noBundle bool, base
 		out.DiskFormat = &f
 	}
 	return out, nil
-}
-
-// cloudConfig is a host's user data: its name, the keys root's
-// authorized_keys gets, its SSH host key (the only one: cloud-init
-// deletes the image's and makes no other), and its NTP servers (cloud-init's
-// ntp module configures the image's systemd-timesyncd, which steps a clock
-// that is far off).
-func cloudConfig(hostname string, keys []string, hostKey *sshkeys.KeyPair, ntpServers []string) ([]byte, error) {
-	type ntp struct {
-		Enabled bool     `yaml:"enabled"`
-		Client  string   `yaml:"ntp_client"`
-		Servers []string `yaml:"servers"`
-	}
-	cc := struct {
-		Hostname          string            `yaml:"hostname"`
-		SSHAuthorizedKeys []string          `yaml:"ssh_authorized_keys"`
-		DisableRoot       bool              `yaml:"disable_root"`
-		SSHDeleteKeys     bool              `yaml:"ssh_deletekeys,omitempty"`
-		SSHGenKeyTypes    *[]string         `yaml:"ssh_genkeytypes,omitempty"`
-		SSHKeys           map[string]string `yaml:"ssh_keys,omitempty"`
-		NTP               *ntp              `yaml:"ntp,omitempty"`
-	}{Hostname: hostname, SSHAuthorizedKeys: keys}
-	if len(ntpServers) > 0 {
-		cc.NTP = &ntp{Enabled: true, Client: "systemd-timesyncd", Servers: ntpServers}
-	}
-	if hostKey != nil {
-		cc.SSHDeleteKeys, cc.SSHGenKeyTypes = true, &[]string{}
-		cc.SSHKeys = map[string]string{"ed25519_private": string(hostKey.Private), "ed25519_public": hostKey.Public}
-	}
-	body, err := yaml.Marshal(cc)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte("#cloud-config\n"), body...), nil
 }
 
 func ptr[T any](v T) *T { return &v }

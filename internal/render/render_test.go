@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,10 +13,12 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/osimage"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
+	"github.com/bootstick/bootstick/internal/userdata"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -277,5 +280,48 @@ func TestIsHostObject(t *testing.T) {
 		if IsHostObject(c[0], c[1], c[2]) {
 			t.Errorf("IsHostObject%v = true", c)
 		}
+	}
+}
+
+// TestInstallConfigTimeServers: the install ConfigMap names the time
+// servers each host's user data names, so that the BPA gives a host
+// applied with kubectl the same (issue 26).
+func TestInstallConfigTimeServers(t *testing.T) {
+	s, err := site.Load("testdata/site3.yaml", site.Options{BundledImages: testImages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := &install.Config{KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/", Registry: "http://172.22.0.1:5000", PauseImage: "registry.k8s.io/pause:3.10.1",
+		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}}}
+	objs, err := Render(s, Options{SSHKey: testKey(t), Images: testImages, Install: inst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg *install.Config
+	var ntp []string
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			if cfg, err = install.ParseConfig(o.Data[install.ConfigKey]); err != nil {
+				t.Fatal(err)
+			}
+		case *corev1.Secret:
+			if o.Name == UserDataSecretName("master-0") {
+				h, err := userdata.Parse(o.Data[userdata.Key])
+				if err != nil {
+					t.Fatal(err)
+				}
+				ntp = h.NTPServers
+			}
+		}
+	}
+	if cfg == nil {
+		t.Fatal("no install ConfigMap")
+	}
+	if len(ntp) == 0 || !slices.Equal(cfg.TimeServers, ntp) || ntp[0] != "172.22.0.1" {
+		t.Errorf("the install ConfigMap's time servers %v, master-0's user data's %v: want both 172.22.0.1", cfg.TimeServers, ntp)
+	}
+	if len(inst.TimeServers) != 0 {
+		t.Error("Render changed the install configuration it was given")
 	}
 }

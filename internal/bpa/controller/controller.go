@@ -81,6 +81,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		now = r.Now
 	}
 	st := Status(&p, bmhs.Items, metav1.NewTime(now().Truncate(time.Second)))
+	// Hosts applied with kubectl get user data with a host key before
+	// they provision (userdata.go).
+	var soon time.Duration
+	if r.Installs {
+		var err error
+		if soon, err = r.giveUserData(ctx, &p, &st, bmhs.Items); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if !equality.Semantic.DeepEqual(st, p.Status) {
 		p.Status = st
 		// A conflict (someone wrote in between) returns an error: the
@@ -94,6 +103,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	again, err := r.Install(ctx, &p, bmhs.Items)
+	if soon > 0 && (again == 0 || soon < again) {
+		again = soon
+	}
 	return reconcile.Result{RequeueAfter: again}, err
 }
 

@@ -294,6 +294,9 @@ func (x *run) setup(ctx context.Context) (bool, time.Duration, error) {
 	if err != nil {
 		return false, 0, x.refuse(ctx, "BadInstallConfig", err.Error())
 	}
+	// Hosts applied with kubectl: host keys and addresses from their
+	// BareMetalHosts' annotations (userdata.go).
+	cfg = annotated(cfg, p.Status.Hosts, x.bmhs)
 	x.cfg = cfg
 	pl := plugins(p.Spec)
 	if unknown := cfg.UnknownPlugins(pl); len(unknown) > 0 {
@@ -548,7 +551,8 @@ func (x *run) prepare(ctx context.Context, h *bpa.HostStatus) bool {
 	if x.waiting(h) {
 		return false
 	}
-	// The site's address, each pass: the ConfigMap may have changed.
+	// The site's address (or the BareMetalHost's annotation's), each
+	// pass: the ConfigMap may have changed.
 	x.mu.Lock()
 	h.Address = x.cfg.Hosts[h.Name].Address
 	if h.Address == "" {

@@ -177,6 +177,11 @@ func TestRunsWithItsOwnRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "batch", Resource: "jobs"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "other", Verb: "list", Group: "bpa.akraino.org", Resource: "provisionings"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "metal3.io", Resource: "baremetalhosts"}, false},
+		// A host applied with kubectl: its user data, then one patch.
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Group: "metal3.io", Resource: "baremetalhosts", Name: "any"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "metal3.io", Resource: "baremetalhosts", Name: "any"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "other", Verb: "patch", Group: "metal3.io", Resource: "baremetalhosts", Name: "any"}, false},
 	} {
 		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: bpaUser, Groups: bpaGroups, ResourceAttributes: &c.attr}}, metav1.CreateOptions{})

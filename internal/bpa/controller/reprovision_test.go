@@ -79,10 +79,31 @@ func newAPISite(ctx context.Context, t *testing.T, c client.Client, ns string, e
 	return s
 }
 
-// addBMH makes host name's BareMetalHost, provisioned now.
+// addBMH makes host name's BareMetalHost, provisioned now. A host new
+// to the site gets its entry in the install ConfigMap, as firstboot's
+// site apply writes it.
 func (s *apiSite) addBMH(ctx context.Context, name, mac string) {
 	s.t.Helper()
 	s.macs[name] = mac
+	var cm corev1.ConfigMap
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: install.ConfigMapName}, &cm); err != nil {
+		s.t.Fatal(err)
+	}
+	cfg, err := install.ParseConfig(cm.Data[install.ConfigKey])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, ok := cfg.Hosts[name]; !ok {
+		cfg.Hosts[name] = install.Host{Address: fmt.Sprintf("10.0.1.%d", len(cfg.Hosts)+1), HostKey: "unused by the fake"}
+		data, err := cfg.Marshal()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		cm.Data[install.ConfigKey] = data
+		if err := s.c.Update(ctx, &cm); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 	b := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Name: "bmh-" + name, Namespace: s.ns}}
 	b.Spec.BootMACAddress, b.Spec.Online = mac, true
 	if err := s.c.Create(ctx, b); err != nil {

@@ -53,7 +53,14 @@ type Config struct {
 	// cluster.serviceCIDR; the Provisioning has no field for it). Empty:
 	// kubeadm's default.
 	ServiceSubnet string `json:"serviceSubnet,omitempty"`
-	// Hosts are the site's hosts, by name.
+	// TimeServers are the hosts' NTP servers (the bootstrap machine on
+	// the provisioning network, as the site's hosts have in their user
+	// data): the BPA writes them into the user data it gives a host
+	// applied with kubectl.
+	TimeServers []string `json:"timeServers,omitempty"`
+	// Hosts are the site's hosts, by name. A host of a Provisioning it
+	// does not name (applied with kubectl) takes its host key and address
+	// from its BareMetalHost's annotations (internal/bpa/README.md).
 	Hosts map[string]Host `json:"hosts"`
 }
 

@@ -17,13 +17,13 @@ const SSHPort = "22"
 func Connect(ctx context.Context, c *Config, key ssh.Signer, name, address string) (*Client, error) {
 	h, ok := c.Hosts[name]
 	if !ok || h.HostKey == "" {
-		return nil, fmt.Errorf("ConfigMap %s has no host key for host %s: firstboot writes one per host of the site; is the host in the site?", ConfigMapName, name)
+		return nil, fmt.Errorf("no host key for host %s: ConfigMap %s names none (firstboot writes one per host of the site), nor does its BareMetalHost's annotation bpa.akraino.org/host-key", name, ConfigMapName)
 	}
 	if address == "" {
 		address = h.Address
 	}
 	if address == "" {
-		return nil, fmt.Errorf("host %s has no address: give it a static address in the site's networkData", name)
+		return nil, fmt.Errorf("host %s has no address: give it a static address in the site's networkData, or annotate its BareMetalHost bpa.akraino.org/address", name)
 	}
 	hk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
 	if err != nil {
