@@ -20,7 +20,7 @@ import (
 func init() {
 	app.Register(cli.Command{
 		Name:  "build",
-		Usage: "build [--bundle F] [--output F] [--cache DIR] [--site F] [--locked] [--json]",
+		Usage: "build [--bundle F] [--output F] [--cache DIR] [--site F [--age-identity F] [--allow-cleartext]] [--locked] [--json]",
 		Short: "build the bootable ISO from a bundle (resolving it into its lock first)",
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			var o stick.Options
@@ -31,6 +31,7 @@ func init() {
 			cacheDir := fs.String("cache", cas.DefaultRoot(), "the cache folder ($BOOTSTICK_CACHE)")
 			fs.StringVar(&o.Site, "site", "", "a site file to validate and embed as /bundle/site/site.yaml")
 			fs.StringVar(&o.AgeIdentity, "age-identity", "", "age identity that decrypts the site's encrypted passwords")
+			fs.BoolVar(&o.AllowCleartext, "allow-cleartext", false, "let the site carry BMC passwords in clear text (refused without it: use encryptedPassword)")
 			fs.StringVar(&o.Firstboot, "firstboot", "bin/firstboot", "the firstboot binary for the appliance layer (make bin/firstboot)")
 			fs.StringVar(&o.Overlay, "overlay", "overlay", "the folder laid over the OS")
 			asJSON := fs.Bool("json", false, "print the build's summary as JSON")

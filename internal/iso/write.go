@@ -80,6 +80,9 @@ type Options struct {
 	Epoch time.Time
 	// Boot, when set, makes the image bootable.
 	Boot *Boot
+	// Mode is the ISO file's permissions; 0 means 0644. An image that
+	// carries secrets is written 0600.
+	Mode os.FileMode
 }
 
 var labelRE = regexp.MustCompile(`^[A-Z0-9_]{1,32}$`)
@@ -173,7 +176,11 @@ func Write(ctx context.Context, opts Options) error {
 	if err := tmp.Truncate(size); err != nil {
 		return fmt.Errorf("writing ISO %s: %w", opts.Output, explain(err, outDir))
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	mode := opts.Mode.Perm()
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := tmp.Chmod(mode); err != nil {
 		return fmt.Errorf("writing ISO %s: %w", opts.Output, err)
 	}
 	if err := tmp.Sync(); err != nil {

@@ -40,11 +40,25 @@ func TestSiteEmbedded(t *testing.T) {
 	os.WriteFile(filepath.Join(siteDir, "site3.yaml"), []byte(strings.Replace(string(site3), "  kudPlugins: [emco, ovn4nfv]\n", "", 1)), 0o600)
 
 	e.bundle, _ = writeBundle(e, "files: [{path: ubuntu-22.04.raw}]\n")
+	// Its BMC passwords are in clear text (one inline, one in the
+	// credentials file): refused, naming both, without the flag.
 	o = e.options("site.iso")
 	o.Site = filepath.Join(siteDir, "site3.yaml")
+	_, err = Build(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "hosts[1].bmc.credentials.password (host master-0)") ||
+		!strings.Contains(err.Error(), "creds/worker-1.yaml: password (hosts[0].bmc.credentials.file, host worker-1)") ||
+		!strings.Contains(err.Error(), "--allow-cleartext") || strings.Contains(err.Error(), "GoldenMasterPW") {
+		t.Fatalf("a site with clear-text BMC passwords, without --allow-cleartext: %v", err)
+	}
+	noISO(t, e.out)
+	o.AllowCleartext = true
 	r, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It carries the site's credentials: only its owner reads it.
+	if fi, err := os.Stat(r.Output); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the ISO with a site: %v, mode %v; want 0600", err, fi.Mode().Perm())
 	}
 	rep, err := Inspect(r.Output)
 	if err != nil {

@@ -59,8 +59,11 @@ type Options struct {
 	Output string
 	Store  *cas.Store
 	// Site is a site file to validate and embed; AgeIdentity decrypts its
-	// encrypted passwords.
+	// encrypted passwords. AllowCleartext lets the site carry BMC
+	// passwords in clear text (refused without it). An ISO that carries a
+	// site is written 0600.
 	Site, AgeIdentity string
+	AllowCleartext    bool
 	Epoch             time.Time
 	Progress          progress.Progress
 	// Firstboot is the firstboot binary put into the appliance layer;
@@ -281,7 +284,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if o.Site != "" {
 		if err := step("site", func() error {
 			var err error
-			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, siteImages, lock.PluginNames())
+			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, o.AllowCleartext, siteImages, lock.PluginNames())
 			return err
 		}); err != nil {
 			return nil, err
@@ -335,7 +338,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return err
 		}
-		return iso.Write(ctx, iso.Options{Tree: tree, Output: o.Output, Label: label, Epoch: o.Epoch, Boot: &boot})
+		mode := os.FileMode(0o644)
+		if o.Site != "" {
+			mode = 0o600 // the site's credentials, CA and networks
+		}
+		return iso.Write(ctx, iso.Options{Tree: tree, Output: o.Output, Label: label, Epoch: o.Epoch, Boot: &boot, Mode: mode})
 	}); err != nil {
 		return nil, err
 	}
@@ -501,7 +508,7 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 	return nil
 }
 
-func loadSite(ctx context.Context, path, identity string, images []osimage.Image, plugins []string) (*site.Site, []string, error) {
+func loadSite(ctx context.Context, path, identity string, allowCleartext bool, images []osimage.Image, plugins []string) (*site.Site, []string, error) {
 	opts := site.Options{BundledImages: images, Plugins: plugins}
 	if identity != "" {
 		ids, err := site.LoadIdentities(identity)
@@ -518,19 +525,28 @@ func loadSite(ctx context.Context, path, identity string, images []osimage.Image
 	if s.Bootstrap.BMCCAFile != "" {
 		files = append(files, s.Bootstrap.BMCCAFile)
 	}
-	for _, h := range s.Hosts {
+	var clear []string
+	for i, h := range s.Hosts {
 		c := h.BMC.Credentials
 		if c.File != "" {
 			files = append(files, c.File)
 		}
 		if c.EncryptedPassword == "" {
-			in := path
+			where := fmt.Sprintf("hosts[%d].bmc.credentials.password (host %s)", i, h.Name)
 			if c.File != "" {
-				in = c.File
+				where = fmt.Sprintf("%s: password (hosts[%d].bmc.credentials.file, host %s)", c.File, i, h.Name)
 			}
-			logctx.From(ctx).Warn("the stick will carry a BMC password in clear text (only root can read it there, but anyone holding the stick can): encrypt it with age (encryptedPassword)",
-				"host", h.Name, "file", in)
+			clear = append(clear, where)
+			if allowCleartext {
+				logctx.From(ctx).Warn("the stick will carry a BMC password in clear text (only root can read it there, but anyone holding the stick can): encrypt it with age (encryptedPassword)",
+					"host", h.Name, "field", where)
+			}
 		}
+	}
+	if len(clear) > 0 && !allowCleartext {
+		return nil, nil, fmt.Errorf("site %s: BMC passwords in clear text, which anyone holding the stick could read: %s. "+
+			"Encrypt each with age (encryptedPassword: the output of age -a -r RECIPIENT, and --age-identity to build), "+
+			"or build with --allow-cleartext to carry them as they are", path, strings.Join(clear, "; "))
 	}
 	sort.Strings(files)
 	return s, files, nil
