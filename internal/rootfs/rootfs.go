@@ -252,7 +252,11 @@ func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debs string
 	err := debroot.Mmdebstrap(ctx, debroot.Run{
 		Suite: o.Suite, Mirror: o.Mirror, Include: pkgs, DebCache: debs, Epoch: o.Epoch,
 		// A live system: no machine-id baked in, systemd makes one at boot.
-		Args: []string{"--customize-hook=rm -f \"$1\"/etc/machine-id \"$1\"/var/lib/dbus/machine-id; touch \"$1\"/etc/machine-id"},
+		// No sshd host keys either: openssh-server's install made them,
+		// the same on every stick of one build cache and readable by
+		// anyone holding one; each machine makes its own at boot
+		// (bootstick-ssh-host-keys.service, before sshd).
+		Args: []string{"--customize-hook=rm -f \"$1\"/etc/machine-id \"$1\"/var/lib/dbus/machine-id \"$1\"/etc/ssh/ssh_host_*; touch \"$1\"/etc/machine-id"},
 	}, root)
 	if err != nil {
 		return fmt.Errorf("rootfs: %w", err)

@@ -1,8 +1,8 @@
 // Package sshhostkeys gives a bootstrap machine sshd host keys of its own
-// that survive reboots. The live OS on the stick carries the keys made when
-// its root file system was built, the same on every stick built from one
-// cache; at boot they are replaced by keys kept on the data disk, or by new
-// ones, which are kept there once the data disk exists.
+// that survive reboots. The live OS on the stick carries none (keys built
+// in would be the same on every stick built from one cache); at boot sshd
+// gets the keys kept on the data disk, or new ones, which are kept there
+// once the data disk exists.
 package sshhostkeys
 
 import (
