@@ -26,21 +26,7 @@ func TestEncryptionKeyOfTheCluster(t *testing.T) {
 	defer cancel()
 	ex := &install.Fake{}
 	site := newFakeSite(t, ex, []string{"master-0", "master-1"}, []string{"worker-0"})
-	ready := func(p *bpa.Provisioning) bool {
-		for _, h := range p.Status.Hosts {
-			if h.State != bpa.HostReady {
-				return false
-			}
-		}
-		return true
-	}
-	p, _ := site.pass(ctx)
-	for i := 0; i < 10 && !ready(p); i++ {
-		p, _ = site.pass(ctx)
-	}
-	if !ready(p) {
-		t.Fatalf("the cluster did not form: %+v", p.Status.Hosts)
-	}
+	p := site.untilReady(ctx)
 	name := types.NamespacedName{Namespace: "metal3", Name: EncryptionSecretName("edge")}
 	var s corev1.Secret
 	if err := site.c.Get(ctx, name, &s); err != nil {

@@ -97,6 +97,28 @@ func (f *fakeSite) pass(ctx context.Context) (*bpa.Provisioning, time.Duration) 
 	return &p, again
 }
 
+// untilReady runs passes until every host is Ready (at most eleven), and
+// fails the test when the cluster has not formed by then.
+func (f *fakeSite) untilReady(ctx context.Context) *bpa.Provisioning {
+	f.t.Helper()
+	ready := func(p *bpa.Provisioning) bool {
+		for _, h := range p.Status.Hosts {
+			if h.State != bpa.HostReady {
+				return false
+			}
+		}
+		return true
+	}
+	p, _ := f.pass(ctx)
+	for i := 0; i < 10 && !ready(p); i++ {
+		p, _ = f.pass(ctx)
+	}
+	if !ready(p) {
+		f.t.Fatalf("the cluster did not form: %+v", p.Status.Hosts)
+	}
+	return p
+}
+
 func hostOf(p *bpa.Provisioning, name string) bpa.HostStatus {
 	for _, h := range p.Status.Hosts {
 		if h.Name == name {

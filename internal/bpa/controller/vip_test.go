@@ -28,21 +28,7 @@ func TestControlPlaneVIPOnMasters(t *testing.T) {
 	if err := site.c.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
-	ready := func(p *bpa.Provisioning) bool {
-		for _, h := range p.Status.Hosts {
-			if h.State != bpa.HostReady {
-				return false
-			}
-		}
-		return true
-	}
-	got, _ := site.pass(ctx)
-	for i := 0; i < 10 && !ready(got); i++ {
-		got, _ = site.pass(ctx)
-	}
-	if !ready(got) {
-		t.Fatalf("the cluster did not form: %+v", got.Status.Hosts)
-	}
+	site.untilReady(ctx)
 	prio := regexp.MustCompile(`\n\tpriority (\d+)\n`)
 	for host, want := range map[string]string{"master-0": "150", "master-1": "100", "master-2": "100", "worker-0": ""} {
 		s := ex.Script(host, "install")
