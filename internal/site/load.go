@@ -31,6 +31,12 @@ type Options struct {
 	// Plugins are the KUD plugins the bundle serves. Nil means no bundle
 	// is known: cluster.kudPlugins is then not checked against it.
 	Plugins []string
+	// NewCluster: the site makes its application cluster anew (a stick
+	// built with it), so three masters must name cluster.controlPlaneVIP.
+	// A running cluster's site may not add one (site.FixedChanges), so it
+	// is not required there: such a cluster keeps its first master's
+	// address as its endpoint.
+	NewCluster bool
 }
 
 // Load reads, defaults, resolves and validates the site file at path. Every

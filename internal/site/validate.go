@@ -46,7 +46,7 @@ func (s *Site) validate(opts Options) field.ErrorList {
 	errs = append(errs, s.validateRanges(nets)...)
 	errs = append(errs, s.validateHosts(opts)...)
 	errs = append(errs, s.Cluster.validate(field.NewPath("cluster"), s.Bootstrap, opts.Plugins)...)
-	errs = append(errs, s.validateVIP(nets)...)
+	errs = append(errs, s.validateVIP(nets, opts.NewCluster)...)
 	for i, k := range s.SSHAuthorizedKeys {
 		p := field.NewPath("sshAuthorizedKeys").Index(i)
 		if strings.TrimSpace(k) == "" {

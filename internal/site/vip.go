@@ -10,17 +10,17 @@ import (
 	"github.com/bootstick/bootstick/internal/netdata"
 )
 
-// MinMastersForVIP is the number of masters from which the site must give
-// cluster.controlPlaneVIP: etcd keeps its quorum with one of three
-// masters gone, and the API must then answer at an address no one master
-// owns.
+// MinMastersForVIP is the number of masters from which a site that makes
+// a new cluster must give cluster.controlPlaneVIP: etcd keeps its quorum
+// with one of three masters gone, and the API must then answer at an
+// address no one master owns.
 const MinMastersForVIP = 3
 
 // validateVIP checks cluster.controlPlaneVIP: an IPv4 address that
 // keepalived can move between the masters, so on the one network every
 // master's cluster address is in (VRRP announces it there), and that no
-// one else uses.
-func (s *Site) validateVIP(nets []*netdata.NetworkData) field.ErrorList {
+// one else uses. newCluster requires it of three masters.
+func (s *Site) validateVIP(nets []*netdata.NetworkData, newCluster bool) field.ErrorList {
 	p := field.NewPath("cluster", "controlPlaneVIP")
 	masters := 0
 	for _, h := range s.Hosts {
@@ -30,7 +30,7 @@ func (s *Site) validateVIP(nets []*netdata.NetworkData) field.ErrorList {
 	}
 	v := s.Cluster.ControlPlaneVIP
 	if v == "" {
-		if masters >= MinMastersForVIP {
+		if newCluster && masters >= MinMastersForVIP {
 			return field.ErrorList{field.Required(p, fmt.Sprintf("the site has %d masters: give the control plane a virtual IP (a free IPv4 address on the masters' network) so that the API outlives the first master", masters))}
 		}
 		return nil
@@ -50,6 +50,17 @@ func (s *Site) validateVIP(nets []*netdata.NetworkData) field.ErrorList {
 		}
 	}
 	prov, _ := netip.ParsePrefix(b.Provisioning.Address)
+	// A network's own address and its broadcast address are no host's.
+	edge := func(n netip.Prefix) bool {
+		if !n.IsValid() || n.Bits() >= 31 {
+			return false
+		}
+		last := n.Addr().As4()
+		for i := n.Bits(); i < 32; i++ {
+			last[i/8] |= 1 << (7 - i%8)
+		}
+		return vip == n.Addr() || vip == netip.AddrFrom4(last)
+	}
 	var off []string
 	for i, h := range s.Hosts {
 		var nd *netdata.NetworkData
@@ -72,8 +83,11 @@ func (s *Site) validateVIP(nets []*netdata.NetworkData) field.ErrorList {
 		if nd != nil && nd.ClusterAddress(h.ClusterInterface) != "" {
 			net = nd.ClusterNetwork(h.ClusterInterface)
 		}
-		if !net.IsValid() || !net.Contains(vip) {
+		switch {
+		case !net.IsValid() || !net.Contains(vip):
 			off = append(off, fmt.Sprintf("%s (%s)", h.Name, net))
+		case edge(net):
+			errs = append(errs, field.Invalid(p, v, fmt.Sprintf("is the network or broadcast address of %s, master %s's network: choose a host address there", net, h.Name)))
 		}
 	}
 	if len(off) > 0 {

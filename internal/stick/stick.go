@@ -509,7 +509,8 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 }
 
 func loadSite(ctx context.Context, path, identity string, allowCleartext bool, images []osimage.Image, plugins []string) (*site.Site, []string, error) {
-	opts := site.Options{BundledImages: images, Plugins: plugins}
+	// The stick makes the site's cluster anew.
+	opts := site.Options{BundledImages: images, Plugins: plugins, NewCluster: true}
 	if identity != "" {
 		ids, err := site.LoadIdentities(identity)
 		if err != nil {

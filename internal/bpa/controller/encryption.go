@@ -28,13 +28,11 @@ const EncryptionKeyKey = "key"
 const ReasonEncryptionKeyStored = "EncryptionKeyStored"
 
 // encryptionKey is the cluster's key for Secrets at rest, from its
-// Secret. Without the Secret, it makes one for a cluster that does not
-// exist yet; for one that does, it reads the key back from master
-// contact's disk (a new key if the cluster was made before the BPA
-// encrypted Secrets), and stores it. nil, without an error, while no
-// master of an existing cluster can be read: masters are then not
-// installed (InstallScript refuses a master without a key).
-func (x *run) encryptionKey(ctx context.Context, exists bool, contact *bpa.HostStatus) ([]byte, error) {
+// Secret. Without the Secret, it reads the key back from the disk of
+// holder, a master of the living cluster (a new key if that cluster was
+// made before the BPA encrypted Secrets), or, with no holder (no cluster
+// yet), makes one; and stores it.
+func (x *run) encryptionKey(ctx context.Context, holder *bpa.HostStatus) ([]byte, error) {
 	name := EncryptionSecretName(x.cl.Name)
 	var s corev1.Secret
 	err := x.r.Client.Get(ctx, types.NamespacedName{Namespace: x.p.Namespace, Name: name}, &s)
@@ -49,20 +47,17 @@ func (x *run) encryptionKey(ctx context.Context, exists bool, contact *bpa.HostS
 	}
 	var key []byte
 	from := "made for the new cluster"
-	if exists {
-		if contact == nil {
-			return nil, nil
-		}
-		m, err := x.client(ctx, contact)
+	if holder != nil {
+		m, err := x.client(ctx, holder)
 		if err != nil {
-			return nil, fmt.Errorf("reaching master %s for the cluster's encryption key: %w", contact.Name, err)
+			return nil, fmt.Errorf("reaching master %s for the cluster's encryption key: %w", holder.Name, err)
 		}
 		if key, err = install.ReadEncryptionKey(ctx, m); err != nil {
-			return nil, fmt.Errorf("reading the cluster's encryption key on master %s: %w", contact.Name, err)
+			return nil, fmt.Errorf("reading the cluster's encryption key on master %s: %w", holder.Name, err)
 		}
-		from = "read back from master " + contact.Name
+		from = "read back from master " + holder.Name
 		if key == nil {
-			from = "made anew: master " + contact.Name + " has none, as a cluster made before the BPA encrypted Secrets (its API servers do not encrypt)"
+			from = "made anew: master " + holder.Name + " has none, as a cluster made before the BPA encrypted Secrets (its API servers do not encrypt)"
 		}
 	}
 	if key == nil {
@@ -73,7 +68,10 @@ func (x *run) encryptionKey(ctx context.Context, exists bool, contact *bpa.HostS
 	}
 	s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: x.p.Namespace, Labels: map[string]string{ClusterLabel: x.cl.Name}},
 		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{EncryptionKeyKey: key}}
-	if err := x.r.Client.Create(ctx, &s); err != nil {
+	if err := x.r.Client.Create(ctx, &s); apierrors.IsAlreadyExists(err) {
+		// Stored meanwhile (another pass): that one is the cluster's.
+		return x.encryptionKey(ctx, nil)
+	} else if err != nil {
 		return nil, fmt.Errorf("storing the cluster's encryption key in Secret %s/%s: %w", x.p.Namespace, name, err)
 	}
 	x.r.event(ref(x.p), false, ReasonEncryptionKeyStored, "StoreEncryptionKey",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
@@ -46,16 +47,25 @@ func TestEncryptionKeyOfTheCluster(t *testing.T) {
 		t.Error("the status shows the encryption key")
 	}
 
-	if err := site.c.Delete(ctx, &s); err != nil {
-		t.Fatal(err)
-	}
-	site.pass(ctx)
-	var back corev1.Secret
-	if err := site.c.Get(ctx, name, &back); err != nil {
-		t.Fatalf("the deleted key was not stored again: %v", err)
-	}
-	if !bytes.Equal(back.Data[EncryptionKeyKey], key) {
-		t.Error("the key stored again is not the one the masters hold")
+	// Deleted alone, and then with the kubeconfig (both carry the
+	// cluster's label): the masters still hold the key, which comes back.
+	for _, also := range []string{"", KubeconfigSecretName("edge")} {
+		if err := site.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}); err != nil {
+			t.Fatal(err)
+		}
+		if also != "" {
+			if err := site.c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: also}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		site.pass(ctx)
+		var back corev1.Secret
+		if err := site.c.Get(ctx, name, &back); err != nil {
+			t.Fatalf("the deleted key (with %q) was not stored again: %v", also, err)
+		}
+		if !bytes.Equal(back.Data[EncryptionKeyKey], key) {
+			t.Errorf("the key stored again (with %q deleted) is not the one the masters hold", also)
+		}
 	}
 	noLeaks(t, ex)
 }

@@ -26,6 +26,11 @@ import (
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 )
 
+// vipMasters is the number of masters from which a cluster ought to have
+// a control-plane VIP (the site requires one of a new cluster of as many:
+// site.MinMastersForVIP).
+const vipMasters = 3
+
 // ConditionClusterReady is True when every host is a Ready node of the
 // application cluster.
 const ConditionClusterReady = "ClusterReady"
@@ -250,9 +255,6 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 	if err != nil {
 		return 0, err
 	}
-	if x.encKey, err = x.encryptionKey(ctx, exists, contact); err != nil {
-		return 0, err
-	}
 	maker := first
 	if contact != nil {
 		maker = nil
@@ -261,6 +263,16 @@ func (r *Reconciler) Install(ctx context.Context, p *bpa.Provisioning, bmhs []me
 		if maker, again, err = x.findCluster(ctx, first); maker == nil {
 			return again, err
 		}
+	}
+	// The cluster lives when a master the BPA recorded is in it, or when
+	// its kubeconfig Secret exists (then maker is the first master, whose
+	// disk holds the cluster): its key is on that master's disk.
+	holder := contact
+	if holder == nil && exists {
+		holder = maker
+	}
+	if x.encKey, err = x.encryptionKey(ctx, holder); err != nil {
+		return 0, err
 	}
 	x.makeNodes(ctx, maker, contact)
 	if contact == nil && inCluster(maker) {
@@ -598,6 +610,10 @@ func (x *run) makeNode(ctx context.Context, h, via *bpa.HostStatus) bool {
 // applies the plugins.
 func (x *run) initCluster(ctx context.Context, c install.Executor, h *bpa.HostStatus) error {
 	cl := x.cl
+	if n := len(x.p.Spec.Masters); cl.VIP == "" && n >= vipMasters {
+		x.r.event(ref(x.p), true, "NoControlPlaneVIP", "Init", fmt.Sprintf("making cluster %s of %d masters without a controlPlaneVIP: "+
+			"its API endpoint is master %s's address, and the API stops answering when that host does", cl.Name, n, h.Name))
+	}
 	cl.Endpoint = hostOnly(h.Address)
 	script, err := install.InitScript(x.cfg, cl, h.Name, hostOnly(h.Address))
 	if err != nil {

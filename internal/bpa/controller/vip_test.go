@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/testctx"
@@ -46,4 +48,44 @@ func TestControlPlaneVIPOnMasters(t *testing.T) {
 		t.Errorf("init does not make the VIP the endpoint:\n%s", s)
 	}
 	noLeaks(t, ex)
+}
+
+// TestControlPlaneVIPCannotChange: the API server refuses to set, change
+// or remove a Provisioning's controlPlaneVIP once it exists, and takes
+// other changes to its spec.
+func TestControlPlaneVIPCannotChange(t *testing.T) {
+	ctx, cancel := testctx.New(t, 2*time.Minute)
+	defer cancel()
+	_, c := apiServer(t, ctx)
+	mk := func(name, vip string) *bpa.Provisioning {
+		p := &bpa.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "metal3"},
+			Spec: bpa.ProvisioningSpec{ControlPlaneVIP: vip, Masters: []map[string]bpa.Master{{"m0": {MACaddress: "52:54:00:00:00:01"}}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	with, without := mk("with", "10.0.0.100"), mk("without", "")
+	for _, u := range []struct {
+		p    *bpa.Provisioning
+		vip  string
+		want bool // accepted
+	}{
+		{with, "10.0.0.101", false},
+		{with, "", false},
+		{without, "10.0.0.100", false},
+		{with, "10.0.0.100", true},
+		{without, "", true},
+	} {
+		p := u.p.DeepCopy()
+		p.Spec.ControlPlaneVIP = u.vip
+		p.Spec.Workers = []map[string]bpa.Worker{{"w0": {MACaddress: "52:54:00:00:00:02"}}} // a change that is allowed
+		err := c.Update(ctx, p)
+		if (err == nil) != u.want || (err != nil && !strings.Contains(err.Error(), "controlPlaneVIP cannot change")) {
+			t.Errorf("%s: controlPlaneVIP %q to %q: %v, want accepted %v", u.p.Name, u.p.Spec.ControlPlaneVIP, u.vip, err, u.want)
+		}
+		if err == nil {
+			u.p.ResourceVersion = p.ResourceVersion
+		}
+	}
 }

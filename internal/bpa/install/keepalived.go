@@ -43,9 +43,12 @@ func keepalivedConfig(cl Cluster, host string) (string, error) {
 	if host == cl.FirstMaster {
 		prio = VRRPFirstPriority
 	}
-	// The check asks the host's own API server; kubeadm lets anyone read
-	// /livez. curl is in the compute image, and keepalived runs it as
-	// root (its script security wants the user named).
+	// The check asks the host's own API server whether it serves
+	// (/readyz: not while it starts, stops or has lost etcd); kubeadm lets
+	// anyone read it. curl is in the compute image, and keepalived runs
+	// it as root (its script security wants the user named). init_fail:
+	// a master starts as failing, at its lower priority, until a check
+	// passes, so the ordering above holds from keepalived's start.
 	return fmt.Sprintf(`# Written by the bootstick BPA: the control plane's VIP of cluster %[1]s.
 global_defs {
 	router_id %[2]s
@@ -53,12 +56,13 @@ global_defs {
 	script_user root
 }
 vrrp_script apiserver {
-	script "/usr/bin/curl -sfk --max-time 3 -o /dev/null https://127.0.0.1:6443/livez"
+	script "/usr/bin/curl -sfk --max-time 3 -o /dev/null https://127.0.0.1:6443/readyz"
 	interval 3
 	timeout 4
 	fall 2
 	rise 2
 	weight -%[3]d
+	init_fail
 }
 vrrp_instance %[1]s {
 	state BACKUP

@@ -33,6 +33,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 // ProvisioningSpec is the cluster to build: its masters and workers, keyed
 // by host name, the KUD plugins to install and the pod subnet. Field names
 // are those of the original BPA CRD.
+// +kubebuilder:validation:XValidation:rule="has(self.controlPlaneVIP) == has(oldSelf.controlPlaneVIP) && (!has(self.controlPlaneVIP) || self.controlPlaneVIP == oldSelf.controlPlaneVIP)",message="controlPlaneVIP cannot change: kubeadm made it (or the first master's address, without one) the cluster's endpoint when it made the cluster"
 type ProvisioningSpec struct {
 	// Masters are the control-plane hosts, each a one-entry map from the
 	// host's name to its boot MAC address and resources.
@@ -50,9 +51,10 @@ type ProvisioningSpec struct {
 	// ControlPlaneVIP is the control plane's virtual IPv4 address, held by
 	// keepalived on the masters and made the cluster's
 	// controlPlaneEndpoint (the site's cluster.controlPlaneVIP). Empty:
-	// the first master's address is the endpoint. It is read when the
-	// cluster is made; changing it later changes nothing.
+	// the first master's address is the endpoint. It cannot be set,
+	// changed or removed once the Provisioning exists.
 	// +kubebuilder:validation:Pattern=`^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$`
+	// +kubebuilder:validation:MaxLength=15
 	// +optional
 	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
 }

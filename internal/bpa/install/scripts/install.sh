@@ -117,13 +117,13 @@ mkdir -p /etc/keepalived
 cat >/etc/keepalived/keepalived.conf.bootstick-new <<END
 {{.Config}}END
 chmod 0600 /etc/keepalived/keepalived.conf.bootstick-new
+systemctl enable keepalived >/dev/null 2>&1
 if cmp -s /etc/keepalived/keepalived.conf.bootstick-new /etc/keepalived/keepalived.conf; then
 	rm -f /etc/keepalived/keepalived.conf.bootstick-new
-	systemctl enable --now keepalived >/dev/null 2>&1
+	systemctl start keepalived || true
 else
 	mv /etc/keepalived/keepalived.conf.bootstick-new /etc/keepalived/keepalived.conf
-	systemctl enable keepalived >/dev/null 2>&1
-	systemctl restart keepalived
+	systemctl restart keepalived || true
 fi
 systemctl is-active --quiet keepalived || { echo "keepalived did not start: see journalctl -u keepalived" >&2; exit 6; }
 {{end}}echo installed
