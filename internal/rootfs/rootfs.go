@@ -99,6 +99,9 @@ type inputs struct {
 	Packages []string `json:"packages"`
 	Level    int      `json:"level"`
 	Epoch    int64    `json:"epoch"`
+	// Customize is what is done to the root after its packages, so that a
+	// change there builds it again.
+	Customize string `json:"customize"`
 }
 
 func (o *Options) defaults() error {
@@ -140,7 +143,8 @@ func (o Options) inputs() inputs {
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)
-	return inputs{Format: formatVersion, Suite: o.Suite, Mirror: o.Mirror, Packages: pkgs, Level: o.Level, Epoch: unix(o.Epoch)}
+	return inputs{Format: formatVersion, Suite: o.Suite, Mirror: o.Mirror, Packages: pkgs, Level: o.Level, Epoch: unix(o.Epoch),
+		Customize: customizeHook}
 }
 
 // Key is the cache key of the options (after defaults).
@@ -248,15 +252,18 @@ func complete(entry string) bool {
 	return true
 }
 
+// customizeHook is mmdebstrap's hook on the built root ("$1"). A live
+// system: no machine-id baked in, systemd makes one at boot. No sshd host
+// keys either: openssh-server's install made them, the same on every
+// stick of one build cache and readable by anyone holding one; each
+// machine makes its own at boot (bootstick-ssh-host-keys.service, before
+// sshd).
+const customizeHook = `rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id "$1"/etc/ssh/ssh_host_*; touch "$1"/etc/machine-id`
+
 func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debs string) error {
 	err := debroot.Mmdebstrap(ctx, debroot.Run{
 		Suite: o.Suite, Mirror: o.Mirror, Include: pkgs, DebCache: debs, Epoch: o.Epoch,
-		// A live system: no machine-id baked in, systemd makes one at boot.
-		// No sshd host keys either: openssh-server's install made them,
-		// the same on every stick of one build cache and readable by
-		// anyone holding one; each machine makes its own at boot
-		// (bootstick-ssh-host-keys.service, before sshd).
-		Args: []string{"--customize-hook=rm -f \"$1\"/etc/machine-id \"$1\"/var/lib/dbus/machine-id \"$1\"/etc/ssh/ssh_host_*; touch \"$1\"/etc/machine-id"},
+		Args: []string{"--customize-hook=" + customizeHook},
 	}, root)
 	if err != nil {
 		return fmt.Errorf("rootfs: %w", err)
