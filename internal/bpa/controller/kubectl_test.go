@@ -34,7 +34,6 @@ import (
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/sshkeys"
-	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/userdata"
 	"github.com/bootstick/bootstick/manifests"
 )
@@ -64,18 +63,6 @@ type kubectlSite struct {
 	mu sync.Mutex
 	// dialled is the host key and address each connect was given, by host.
 	dialled map[string][2]string
-}
-
-// kubectlAPI starts etcd and kube-apiserver (skipped with -short).
-func kubectlAPI(t *testing.T) (context.Context, *kubetest.Env, client.Client) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver from the toolchain")
-	}
-	ctx, cancel := testctx.New(t, 2*time.Minute)
-	t.Cleanup(cancel)
-	env, c := apiServer(t, ctx)
-	return ctx, env, c
 }
 
 // newKubectlSite makes the namespace ns with the site step's objects and
@@ -320,7 +307,7 @@ func (s *kubectlSite) noPrivateKeys(ctx context.Context, p *bpa.Provisioning) {
 // at the address inspection saw (or the address annotation's) with that
 // host key pinned, to Ready. It runs as the BPA's ServiceAccount.
 func TestKubectlHostGetsUserData(t *testing.T) {
-	ctx, env, c := kubectlAPI(t)
+	ctx, env, c := apiSitesEnv(t)
 	ctx, s := newKubectlSite(ctx, t, env, c, "kubectl-userdata")
 	const macM, macW = "52:54:00:00:01:10", "52:54:00:00:01:20"
 	s.applyBMH(ctx, "bmh-m0", macM, metal3.StateRegistering, nil)
@@ -458,7 +445,7 @@ func TestKubectlHostGetsUserData(t *testing.T) {
 // one provisioned externally, one with a bad annotation. Doing what the
 // message says for the first (deprovision it) gives it user data.
 func TestKubectlRefusals(t *testing.T) {
-	ctx, env, c := kubectlAPI(t)
+	ctx, env, c := apiSitesEnv(t)
 	const mac = "52:54:00:00:02:10"
 	for i, tc := range []struct {
 		name  string

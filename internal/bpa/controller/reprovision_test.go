@@ -21,6 +21,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/testctx"
 )
 
@@ -44,13 +45,21 @@ type apiSite struct {
 // (skipped with -short), and returns the test's context and a client.
 func apiSites(t *testing.T) (context.Context, client.Client) {
 	t.Helper()
+	ctx, _, c := apiSitesEnv(t)
+	return ctx, c
+}
+
+// apiSitesEnv is apiSites with the API server's environment (its
+// configuration, for clients of other identities).
+func apiSitesEnv(t *testing.T) (context.Context, *kubetest.Env, client.Client) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver from the toolchain")
 	}
 	ctx, cancel := testctx.New(t, 2*time.Minute)
 	t.Cleanup(cancel)
-	_, c := apiServer(t, ctx)
-	return ctx, c
+	env, c := apiServer(t, ctx)
+	return ctx, env, c
 }
 
 // newAPISite makes the site with masters and workers (names) in a new
