@@ -43,13 +43,16 @@ type ntp struct {
 
 // cloudConfig is the part of cloud-init's schema this package writes.
 type cloudConfig struct {
-	Hostname          string            `yaml:"hostname"`
-	SSHAuthorizedKeys []string          `yaml:"ssh_authorized_keys"`
-	DisableRoot       bool              `yaml:"disable_root"`
-	SSHDeleteKeys     bool              `yaml:"ssh_deletekeys,omitempty"`
-	SSHGenKeyTypes    *[]string         `yaml:"ssh_genkeytypes,omitempty"`
-	SSHKeys           map[string]string `yaml:"ssh_keys,omitempty"`
-	NTP               *ntp              `yaml:"ntp,omitempty"`
+	Hostname          string   `yaml:"hostname"`
+	SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys"`
+	DisableRoot       bool     `yaml:"disable_root"`
+	// SSHPwauth is always false: sshd takes keys only (cloud-init's
+	// ssh_pwauth sets PasswordAuthentication no).
+	SSHPwauth      bool              `yaml:"ssh_pwauth"`
+	SSHDeleteKeys  bool              `yaml:"ssh_deletekeys,omitempty"`
+	SSHGenKeyTypes *[]string         `yaml:"ssh_genkeytypes,omitempty"`
+	SSHKeys        map[string]string `yaml:"ssh_keys,omitempty"`
+	NTP            *ntp              `yaml:"ntp,omitempty"`
 }
 
 // Private and public host key entries of ssh_keys.

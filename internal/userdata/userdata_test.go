@@ -38,6 +38,7 @@ func TestCloudConfig(t *testing.T) {
 				Hostname    string            `yaml:"hostname"`
 				Keys        []string          `yaml:"ssh_authorized_keys"`
 				DisableRoot *bool             `yaml:"disable_root"`
+				PwAuth      *bool             `yaml:"ssh_pwauth"`
 				DeleteKeys  bool              `yaml:"ssh_deletekeys"`
 				GenKeyTypes *[]string         `yaml:"ssh_genkeytypes"`
 				SSHKeys     map[string]string `yaml:"ssh_keys"`
@@ -48,6 +49,9 @@ func TestCloudConfig(t *testing.T) {
 			}
 			if got.Hostname != tc.h.Hostname || !slices.Equal(got.Keys, tc.h.AuthorizedKeys) || got.DisableRoot == nil || *got.DisableRoot {
 				t.Errorf("hostname %q, keys %q, disable_root %v; want %q, %q, false", got.Hostname, got.Keys, got.DisableRoot, tc.h.Hostname, tc.h.AuthorizedKeys)
+			}
+			if got.PwAuth == nil || *got.PwAuth {
+				t.Errorf("ssh_pwauth %v, want false: sshd must take keys only", got.PwAuth)
 			}
 			if tc.h.HostKey != nil {
 				if !got.DeleteKeys || got.GenKeyTypes == nil || len(*got.GenKeyTypes) != 0 ||
