@@ -45,12 +45,12 @@ iso: deps toolchain $(FIRSTBOOT)
 # unit and API tier (real etcd and kube-apiserver, the real toolchain) in
 # parallel; then the journeys one package at a time, each with its own
 # -timeout, since a TCG guest needs both cores: the virtual site's BMC,
-# the compute image's BIOS and UEFI boots, host mode (Journey A, the
-# application cluster, the firmware test, kind mode), the four-mode smoke
+# the compute image's BIOS and UEFI boots, host mode (the application
+# cluster on a UEFI Redfish host, the firmware test, kind mode), the four-mode smoke
 # boot, and qemu-test's scenario 1 (the real stick cold booted in QEMU
 # until its own cluster is up). Integration tests read the toolchain from
-# $(CACHE). `make e2e` runs scenario 1 to a done first boot and the other
-# scenarios.
+# $(CACHE). `make e2e` runs Journey A (every host shape and fault in host
+# mode), scenario 1 to a done first boot and the other scenarios.
 test: deps toolchain
 	GO=$(GO) OUT=$(OUT) bash .ci/test-tiers
 
@@ -74,7 +74,7 @@ bench: deps toolchain iso
 	$(GO) run ./internal/benchtable/cmd/benchtable $(OUT)/bench-rows.jsonl | tee $(OUT)/bench.txt
 
 e2e: deps toolchain
-	$(GOTEST) -tags e2e -v -timeout 150m -run 'TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
+	$(GOTEST) -tags e2e -v -timeout 200m -run 'TestHostProvision$$|TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
 	$(GOTEST) -tags e2e -timeout 300m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the

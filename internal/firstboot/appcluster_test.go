@@ -94,8 +94,9 @@ const hostClockAhead = 3 * time.Hour
 
 // TestAppClusterDHCPClock is the application cluster in host mode: firstboot
 // runs from the real stick (an ISO built by mkusb, mounted as the bundle),
-// a virtual host that the site gives no network data (DHCP, as most sites
-// give their servers) is provisioned, and keeps the address its deploy
+// a virtual host shaped as most servers are (UEFI firmware booting through
+// its own PXE client, a Redfish BMC over HTTPS) that the site gives no
+// network data (DHCP, as most sites give their servers) is provisioned, and keeps the address its deploy
 // ramdisk had when it runs its own OS (the site's DHCP server knows a host
 // by its MAC, not by the client id, which differs), with the bootstrap
 // machine as its router; the BPA installs it over SSH at that address with the
@@ -122,9 +123,13 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	ctx, cancel := testctx.New(t, 80*time.Minute)
 	defer cancel()
 
-	// Two vCPUs: a control plane on one emulated CPU (TCG, no KVM) ran at
-	// load 6 to 9, and etcd timed its requests out during kubeadm init.
-	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMCPort: 6230, BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6),
+	// node-0 is shaped as most servers are: UEFI firmware whose own PXE
+	// client boots from the network (the NIC has no option ROM), a Redfish
+	// BMC over HTTPS with a certificate of the site's BMC CA, DHCP. Two
+	// vCPUs: a control plane on one emulated CPU (TCG, no KVM) ran at load
+	// 6 to 9, and etcd timed its requests out during kubeadm init.
+	machines := []vsite.Machine{{Name: "node-0", MAC: "52:54:00:b0:07:20", BMC: vsite.BMCRedfish, BMCPort: 8443,
+		BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6), Firmware: vsite.FirmwareUEFI,
 		CPUs: controlPlaneCPUs, ClockAhead: hostClockAhead}}
 	vs := startSite(t, ctx, machines)
 	const cluster = "edge"
@@ -145,6 +150,18 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	// The address the deploy ramdisk had from DHCP during inspection.
 	hostIP := inspectedAddress(t, ctx, kubectl, "node-0", machines[0].MAC)
 	t.Logf("node-0's address from DHCP, as inspection saw it: %s", hostIP)
+	// Its shape's boot, as its console and firstboot's status show it.
+	if console, err := vs.Console("node-0"); err != nil {
+		t.Error(err)
+	} else if lines, err := vsite.BootEvidence(machines[0], hostIP, console); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("node-0's console: %s", strings.Join(lines, "; "))
+	}
+	if rep, _ := h.statusJSON(); len(rep.Hosts) != 1 || rep.Hosts[0].State != "provisioned" ||
+		rep.Hosts[0].BMCType != "redfish" || rep.Hosts[0].BootMode != "UEFI" || rep.Hosts[0].BootInterface != "ipxe" {
+		t.Errorf("status shows the hosts as %+v, want node-0 provisioned by redfish, UEFI/ipxe", rep.Hosts)
+	}
 	getProv := func() (*bpa.Provisioning, error) { return getProvisioning(ctx, kubectl, cluster) }
 
 	// Kill the BPA while it installs the packages.
@@ -210,6 +227,14 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	} else {
 		out, err := sshOutput(c, "ip -4 -o addr show scope global; ip route show default")
 		ka, kerr := sshOutput(c, "systemctl is-active keepalived; ip -4 -o addr show to "+vip)
+		// sshd takes keys only (the user data's ssh_pwauth: false), and
+		// root has no password to guess.
+		pw, perr := sshOutput(c, "sshd -T | grep -i '^passwordauthentication '; passwd -S root | cut -d' ' -f2")
+		if pwLines := strings.Fields(pw); perr != nil || len(pwLines) != 3 || pwLines[1] != "no" || pwLines[2] != "L" {
+			t.Errorf("node-0's sshd and root password (%v): %q, want passwordauthentication no and root's password locked (L)", perr, pw)
+		} else {
+			t.Logf("node-0: sshd %s; root's password %s (locked)", strings.Join(pwLines[:2], " "), pwLines[2])
+		}
 		c.Close()
 		if kerr != nil || !strings.HasPrefix(ka, "active\n") || !strings.Contains(ka, " "+vip+"/24 ") {
 			t.Errorf("node-0's keepalived does not hold the VIP %s/24 (%v):\n%s", vip, kerr, ka)
@@ -270,11 +295,21 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "create", "secret", "generic", "at-rest", "--from-literal=v="+value).CombinedOutput(); err != nil {
 		t.Errorf("creating a Secret in the application cluster: %v\n%s", err, out)
 	}
-	raw, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "exec", "etcd-node-0", "--",
-		"etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-		"--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key", "get", "/registry/secrets/default/at-rest").Output()
-	if err != nil || !bytes.Contains(raw, []byte("\nk8s:enc:secretbox:v1:bootstick-1:")) || bytes.Contains(raw, []byte(value)) {
-		t.Errorf("etcd holds the application cluster's Secret as %q (%v), want secretbox ciphertext under key bootstick-1, without its value", command.Tail(string(raw), 3), err)
+	// etcdctl's own deadlines (5 s) are short for a control plane under
+	// TCG: it gets a minute, and a failed read is tried again.
+	var raw []byte
+	waitFor(t, ctx, 5*time.Minute, "etcdctl to read the Secret at-rest from the application cluster's etcd", func() (bool, string) {
+		var stderr bytes.Buffer
+		get := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "exec", "etcd-node-0", "--",
+			"etcdctl", "--endpoints=https://127.0.0.1:2379", "--dial-timeout=30s", "--command-timeout=60s", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+			"--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key", "get", "/registry/secrets/default/at-rest")
+		get.Stderr = &stderr
+		var err error
+		raw, err = get.Output()
+		return err == nil && len(raw) > 0, fmt.Sprintf("%v: %s", err, command.Tail(stderr.String(), 5))
+	})
+	if !bytes.Contains(raw, []byte("\nk8s:enc:secretbox:v1:bootstick-1:")) || bytes.Contains(raw, []byte(value)) {
+		t.Errorf("etcd holds the application cluster's Secret as %q, want secretbox ciphertext under key bootstick-1, without its value", command.Tail(string(raw), 3))
 	} else {
 		t.Logf("etcd holds the application cluster's Secret encrypted: %q...", raw[:min(len(raw), 80)])
 	}
