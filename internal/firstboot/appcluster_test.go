@@ -24,6 +24,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/testctx"
@@ -210,6 +211,16 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		t.Errorf("app.conf: %v", err)
 	} else {
 		checkLeaderElection(t, ctx, ac.CS, "kube-system/kube-controller-manager", "kube-system/kube-scheduler")
+	}
+	// etcd and the API server ride out a stall of the host's CPU: the
+	// kubelet restarts them only after kubeadm.StallFailureThreshold
+	// failed liveness probes (the BPA's patches to kubeadm's static Pods).
+	for _, pod := range []string{"etcd-node-0", "kube-apiserver-node-0"} {
+		got, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "get", "pod", pod,
+			"-o", "jsonpath={.spec.containers[0].livenessProbe.failureThreshold}").CombinedOutput()
+		if err != nil || string(got) != strconv.Itoa(kubeadm.StallFailureThreshold) {
+			t.Errorf("%s's liveness probe fails after %q failures (%v), want %d", pod, got, err, kubeadm.StallFailureThreshold)
+		}
 	}
 	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
 		t.Errorf("node-0 is not Ready")

@@ -139,6 +139,30 @@ const (
 	LeaderElectionRetryPeriod   = 26 * time.Second
 )
 
+// StallFailureThreshold is how many failed liveness probes (10 s apart)
+// the kubelet takes before it restarts etcd or the API server: 5 minutes,
+// where kubeadm's 8 make 80 s. On a host whose CPU is short (a small edge
+// box, a test VM without KVM) etcd can stall for over a minute; the API
+// server's /livez then fails, and the kubelet restarted it in
+// TestAppClusterDHCPClock's CI run. A new API server on a stalled node
+// fails its own post-start hooks (it cannot reach itself in time) and
+// restarts again: the stall became a crash loop of 10 minutes and more.
+// Waiting out the stall costs a truly hung server 5 minutes before its
+// restart, not 80 s; the readiness probe still takes it out of service
+// at once.
+const StallFailureThreshold = 30
+
+// StallPatches are kubeadm's patches (file name → strategic merge patch,
+// for the folder Patches names) that give etcd's and the API server's
+// static Pods StallFailureThreshold.
+func StallPatches() map[string]string {
+	out := map[string]string{}
+	for _, c := range []string{"etcd", "kube-apiserver"} {
+		out[c+"+strategic.yaml"] = fmt.Sprintf("spec:\n  containers:\n  - name: %s\n    livenessProbe:\n      failureThreshold: %d\n", c, StallFailureThreshold)
+	}
+	return out
+}
+
 // LeaderElectionArgs are the flags that give kube-controller-manager and
 // kube-scheduler the leader election above.
 func LeaderElectionArgs() []Arg {

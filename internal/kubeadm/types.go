@@ -64,12 +64,19 @@ type Timeouts struct {
 	Discovery                        string `yaml:"discovery,omitempty"`
 }
 
+// Patches names the folder of patches kubeadm applies to the static Pods
+// it writes (StallPatches).
+type Patches struct {
+	Directory string `yaml:"directory"`
+}
+
 // InitConfiguration is kubeadm init's node.
 type InitConfiguration struct {
 	TypeMeta         `yaml:",inline"`
 	NodeRegistration NodeRegistration `yaml:"nodeRegistration"`
 	LocalAPIEndpoint APIEndpoint      `yaml:"localAPIEndpoint"`
 	Timeouts         Timeouts         `yaml:"timeouts"`
+	Patches          *Patches         `yaml:"patches,omitempty"`
 }
 
 // ImageMeta names a component's image apart from the cluster's.
@@ -144,6 +151,7 @@ type JoinConfiguration struct {
 	} `yaml:"discovery"`
 	ControlPlane *JoinControlPlane `yaml:"controlPlane,omitempty"`
 	Timeouts     Timeouts          `yaml:"timeouts"`
+	Patches      *Patches          `yaml:"patches,omitempty"`
 }
 
 // JoinControlPlane is a master's part of a join.

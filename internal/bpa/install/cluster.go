@@ -163,13 +163,16 @@ var timeouts = kubeadm.Timeouts{
 	Discovery:                        "10m0s",
 }
 
+// PatchesDir holds kubeadm's patches on a host (kubeadm.StallPatches).
+const PatchesDir = "/etc/bootstick/kubeadm-patches"
+
 // InitScript creates the cluster on the first master, named host, at
 // address. The cluster encrypts Secrets at rest with the
 // EncryptionConfiguration the install wrote at EncryptionConfigPath.
 func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	ic := kubeadm.InitConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "InitConfiguration"},
 		NodeRegistration: cl.registration(host, address), LocalAPIEndpoint: kubeadm.APIEndpoint{AdvertiseAddress: address, BindPort: 6443},
-		Timeouts: timeouts}
+		Timeouts: timeouts, Patches: &kubeadm.Patches{Directory: PatchesDir}}
 	cc := kubeadm.NewClusterConfiguration(cl.Name, c.KubernetesVersion, cl.APIHost()+":6443", EncryptionConfigPath)
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.APIHost(), address}
@@ -177,7 +180,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg),
+	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg), "PatchesDir": PatchesDir, "Patches": kubeadm.StallPatches(),
 		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s get --raw /readyz"}})
 }
@@ -194,6 +197,9 @@ type Join struct {
 func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, error) {
 	jc := kubeadm.JoinConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "JoinConfiguration"},
 		NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
+	if master {
+		jc.Patches = &kubeadm.Patches{Directory: PatchesDir}
+	}
 	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
 	jc.Discovery.BootstrapToken.Token = j.Token
 	jc.Discovery.BootstrapToken.CACertHashes = []string{j.CACertHash}
@@ -204,7 +210,11 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 	if err != nil {
 		return "", err
 	}
-	return render("join.sh", map[string]any{"JoinConfig": string(cfg),
+	patches := map[string]string{}
+	if master {
+		patches = kubeadm.StallPatches()
+	}
+	return render("join.sh", map[string]any{"JoinConfig": string(cfg), "PatchesDir": PatchesDir, "Patches": patches,
 		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/kubelet.conf --request-timeout=20s get node " + shellQuote(host)}})
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/cas"
 )
 
 func testConfig() *Config {
@@ -56,7 +58,10 @@ func TestScripts(t *testing.T) {
 	bashSyntax(t, "init", initS)
 	for _, want := range []string{"podSubnet: 10.128.0.0/16", "value: 172.22.0.50", "controlPlaneEndpoint: 172.22.0.50:6443", "kubernetesVersion: v1.34.4", "name: node-0", "--skip-token-print",
 		"- name: election-timeout", `value: "5000"`, "controllerManager:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s",
-		"scheduler:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s"} {
+		"scheduler:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s",
+		"patches:\n  directory: /etc/bootstick/kubeadm-patches\n",
+		"cat >'/etc/bootstick/kubeadm-patches'/'kube-apiserver+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: kube-apiserver\n    livenessProbe:\n      failureThreshold: 30\nEND\n",
+		"cat >'/etc/bootstick/kubeadm-patches'/'etcd+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: etcd\n    livenessProbe:\n      failureThreshold: 30\nEND\n"} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q", want)
 		}
@@ -73,6 +78,10 @@ func TestScripts(t *testing.T) {
 		}
 		if master != strings.Contains(js, "certificateKey: "+j.CertificateKey) {
 			t.Errorf("master=%v: certificate key wrongly present or missing", master)
+		}
+		// A master's etcd and API server ride out a stall as the first's.
+		if master != (strings.Contains(js, "patches:\n  directory: /etc/bootstick/kubeadm-patches\n") && strings.Contains(js, "failureThreshold: 30\n")) {
+			t.Errorf("master=%v: kubeadm's patches wrongly present or missing:\n%s", master, js)
 		}
 	}
 	m, err := PluginManifest(c, cl, PluginFlannel)
@@ -179,4 +188,50 @@ func TestMastersOnlyUntainted(t *testing.T) {
 	if initS, _ := InitScript(c, cl, "node-0", "172.22.0.50"); strings.Contains(initS, "taints:") {
 		t.Errorf("a master of a cluster with workers is untainted:\n%s", initS)
 	}
+}
+
+// TestKubeadmTakesInitAndJoin: the real kubeadm (make toolchain) accepts
+// the configurations the init and a master's join write, the folder of
+// patches included.
+func TestKubeadmTakesInitAndJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the kubeadm binary from make toolchain")
+	}
+	kubeadm := filepath.Join(cas.DefaultRoot(), "toolchain", "current", "bin", "kubeadm")
+	if _, err := os.Stat(kubeadm); err != nil {
+		t.Fatalf("%v: run make toolchain first", err)
+	}
+	cl := Cluster{Name: "edge", Endpoint: "172.22.0.50", PodSubnet: DefaultPodSubnet, Plugins: []string{PluginFlannel}}
+	initS, err := InitScript(testConfig(), cl, "node-0", "172.22.0.50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinS, err := JoinScript(cl, "node-1", "172.22.0.51", true, Join{Token: "abcdef.0123456789abcdef",
+		CACertHash: "sha256:" + strings.Repeat("f", 64), CertificateKey: strings.Repeat("1a", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]string{
+		"init": heredoc(t, initS, "cat >/etc/bootstick/kubeadm.yaml <<'END'\n"),
+		"join": heredoc(t, joinS, "cat >/etc/bootstick/join.yaml <<'END'\n"),
+	} {
+		p := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(kubeadm, "config", "validate", "--config", p).CombinedOutput(); err != nil {
+			t.Errorf("kubeadm config validate of the %s configuration: %v\n%s\n%s", name, err, out, cfg)
+		}
+	}
+}
+
+// heredoc is the here-document of script that starts after the line start.
+func heredoc(t *testing.T, script, start string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(script, start)
+	body, _, ok2 := strings.Cut(rest, "\nEND\n")
+	if !ok || !ok2 {
+		t.Fatalf("no here-document after %q in:\n%s", start, script)
+	}
+	return body + "\n"
 }
