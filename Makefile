@@ -46,7 +46,7 @@ iso: deps toolchain $(FIRSTBOOT)
 # parallel; then the journeys one package at a time, each with its own
 # -timeout, since a TCG guest needs both cores: the virtual site's BMC,
 # the compute image's BIOS and UEFI boots, host mode (the application
-# cluster on a UEFI Redfish host, the firmware test, kind mode), the four-mode smoke
+# cluster on a UEFI Redfish host, kind mode), the four-mode smoke
 # boot, and qemu-test's scenario 1 (the real stick cold booted in QEMU
 # until its own cluster is up). Integration tests read the toolchain from
 # $(CACHE). `make e2e` runs Journey A (every host shape and fault in host
