@@ -166,13 +166,28 @@ var timeouts = kubeadm.Timeouts{
 // PatchesDir holds kubeadm's patches on a host (kubeadm.StallPatches).
 const PatchesDir = "/etc/bootstick/kubeadm-patches"
 
+// patches are the files of kubeadm's patches a script writes to Dir
+// (the kubeadm-patches template); none for a worker.
+type patches struct {
+	Dir   string
+	Files map[string]string
+}
+
+// controlPlanePatches are a master's: its configuration names them, and
+// its script writes them.
+func controlPlanePatches() (*kubeadm.Patches, patches) {
+	return &kubeadm.Patches{Directory: PatchesDir}, patches{Dir: PatchesDir, Files: kubeadm.StallPatches()}
+}
+
 // InitScript creates the cluster on the first master, named host, at
 // address. The cluster encrypts Secrets at rest with the
 // EncryptionConfiguration the install wrote at EncryptionConfigPath.
 func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	ic := kubeadm.InitConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "InitConfiguration"},
 		NodeRegistration: cl.registration(host, address), LocalAPIEndpoint: kubeadm.APIEndpoint{AdvertiseAddress: address, BindPort: 6443},
-		Timeouts: timeouts, Patches: &kubeadm.Patches{Directory: PatchesDir}}
+		Timeouts: timeouts}
+	var files patches
+	ic.Patches, files = controlPlanePatches()
 	cc := kubeadm.NewClusterConfiguration(cl.Name, c.KubernetesVersion, cl.APIHost()+":6443", EncryptionConfigPath)
 	cc.Networking.PodSubnet, cc.Networking.ServiceSubnet = cl.PodSubnet, cl.ServiceSubnet
 	cc.APIServer.CertSANs = []string{cl.APIHost(), address}
@@ -180,7 +195,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg), "PatchesDir": PatchesDir, "Patches": kubeadm.StallPatches(),
+	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg), "Patches": files,
 		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s get --raw /readyz"}})
 }
@@ -197,8 +212,9 @@ type Join struct {
 func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, error) {
 	jc := kubeadm.JoinConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "JoinConfiguration"},
 		NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
+	var files patches
 	if master {
-		jc.Patches = &kubeadm.Patches{Directory: PatchesDir}
+		jc.Patches, files = controlPlanePatches()
 	}
 	jc.Discovery.BootstrapToken.APIServerEndpoint = cl.Endpoint + ":6443"
 	jc.Discovery.BootstrapToken.Token = j.Token
@@ -210,11 +226,7 @@ func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, 
 	if err != nil {
 		return "", err
 	}
-	patches := map[string]string{}
-	if master {
-		patches = kubeadm.StallPatches()
-	}
-	return render("join.sh", map[string]any{"JoinConfig": string(cfg), "PatchesDir": PatchesDir, "Patches": patches,
+	return render("join.sh", map[string]any{"JoinConfig": string(cfg), "Patches": files,
 		"Once": map[string]string{"Mark": "kubeadm-join.done", "Conf": "/etc/kubernetes/kubelet.conf", "Done": "joined",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/kubelet.conf --request-timeout=20s get node " + shellQuote(host)}})
 }

@@ -13,11 +13,7 @@
 if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml ]; then
 	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
 fi
-{{if .Patches}}# kubeadm's patches to the control plane's static Pods (kubeadm.StallPatches).
-mkdir -p {{shq .PatchesDir}}
-{{range $file, $patch := .Patches}}cat >{{shq $.PatchesDir}}/{{shq $file}} <<'END'
-{{$patch}}END
-{{end}}{{end}}cat >/etc/bootstick/kubeadm.yaml <<'END'
+{{template "kubeadm-patches" .Patches}}cat >/etc/bootstick/kubeadm.yaml <<'END'
 {{.KubeadmConfig}}END
 kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-token-print --skip-certificate-key-print >/var/log/bootstick-kubeadm-init.log 2>&1 || {
 	tail -n 8 /var/log/bootstick-kubeadm-init.log >&2

@@ -9,11 +9,7 @@ if [ -f /etc/bootstick/kubeadm-init.done ]; then echo joined; exit 0; fi
 if [ -e /etc/kubernetes/kubelet.conf ]; then
 	kubeadm reset --force >/var/log/bootstick-kubeadm-reset.log 2>&1 || true
 fi
-{{if .Patches}}# kubeadm's patches to the control plane's static Pods (kubeadm.StallPatches).
-mkdir -p {{shq .PatchesDir}}
-{{range $file, $patch := .Patches}}cat >{{shq $.PatchesDir}}/{{shq $file}} <<'END'
-{{$patch}}END
-{{end}}{{end}}cat >/etc/bootstick/join.yaml <<'END'
+{{template "kubeadm-patches" .Patches}}cat >/etc/bootstick/join.yaml <<'END'
 {{.JoinConfig}}END
 trap 'rm -f /etc/bootstick/join.yaml' EXIT
 kubeadm join --config /etc/bootstick/join.yaml >/var/log/bootstick-kubeadm-join.log 2>&1 || {
