@@ -246,6 +246,10 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		} else {
 			t.Logf("node-0: sshd %s; root's password %s (locked)", strings.Join(pwLines[:2], " "), pwLines[2])
 		}
+		// Where kubeadm init's minutes went under TCG (its own clocks).
+		if took, err := sshOutput(c, "grep -E 'healthy after|Pulled|pulled' /var/log/bootstick-kubeadm-init.log"); err == nil {
+			t.Logf("node-0's kubeadm init:\n%s", took)
+		}
 		c.Close()
 		if kerr != nil || !strings.HasPrefix(ka, "active\n") || !strings.Contains(ka, " "+vip+"/24 ") {
 			t.Errorf("node-0's keepalived does not hold the VIP %s/24 (%v):\n%s", vip, kerr, ka)
