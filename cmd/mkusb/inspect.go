@@ -50,7 +50,16 @@ func printReport(r *stick.Report) {
 	fmt.Fprintf(w, "file\t%s (%.1f MB)\n", r.File, float64(r.Size)/1e6)
 	fmt.Fprintf(w, "label\t%s\n", r.Label)
 	fmt.Fprintf(w, "bundle\t%s (%s)\n", l.Bundle, l.BundleDigest)
-	fmt.Fprintf(w, "os\tDebian %s from %s, zstd %d\n", l.OS.Suite, l.OS.Mirror, l.OS.CompressionLevel)
+	fmt.Fprintf(w, "os\tDebian %s, zstd %d\n", l.OS.Sources(), l.OS.CompressionLevel)
+	var updates []string
+	for _, p := range l.OS.Packages {
+		if p.Suite != "" && p.Suite != l.OS.Suite {
+			updates = append(updates, p.String()+" ("+p.Suite+")")
+		}
+	}
+	if len(updates) > 0 {
+		fmt.Fprintf(w, "os updates\t%s\n", strings.Join(updates, " "))
+	}
 	fmt.Fprintf(w, "kubernetes\t%s (%s)\n", l.Kubernetes.Version, l.Kubernetes.Source)
 	fmt.Fprintf(w, "site\t%v\n", r.Site)
 	w.Flush()

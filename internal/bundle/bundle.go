@@ -18,6 +18,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/config"
+	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/registry"
 )
 
@@ -46,12 +47,19 @@ type Bundle struct {
 	Digest cas.Digest `yaml:"-"`
 }
 
-// OS is the Debian live system.
+// OS is the Debian live system. Its packages come from the suite and
+// its -updates (at Mirror) and -security (at SecurityMirror), as on an
+// installed Debian system.
 type OS struct {
 	Suite string `yaml:"suite"`
 	// Mirror is the Debian mirror; empty takes it from the build host's
 	// apt configuration.
 	Mirror string `yaml:"mirror,omitempty"`
+	// SecurityMirror is the Debian security archive (it serves
+	// SUITE-security); empty takes it from the build host's apt
+	// configuration: its source of SUITE-security, else of its own
+	// release's -security.
+	SecurityMirror string `yaml:"securityMirror,omitempty"`
 	// Packages are installed besides the ones every stick needs.
 	Packages []string `yaml:"packages,omitempty"`
 	// CompressionLevel is the squashfs zstd level; default 3.
@@ -201,6 +209,23 @@ var (
 	binaryRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 )
 
+// mirrorURL reports whether m is an http, https or file URL.
+func mirrorURL(m string) bool {
+	u, err := url.Parse(m)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "file") && (u.Host != "" || u.Scheme == "file")
+}
+
+// Sources are the OS's suite and mirrors: those the bundle gives, the
+// others from mirror (the mirror of a suite, normally the build host's
+// apt configuration); a nil mirror leaves them empty.
+func (o OS) Sources(mirror func(suite string) (string, error)) (debs.Sources, error) {
+	src := debs.Sources{Suite: o.Suite, Mirror: o.Mirror, SecurityMirror: o.SecurityMirror}
+	if mirror == nil {
+		return src, nil
+	}
+	return src.Complete(mirror)
+}
+
 // Validate reports every problem with its field path.
 func (b *Bundle) Validate() field.ErrorList {
 	var errs field.ErrorList
@@ -212,10 +237,14 @@ func (b *Bundle) Validate() field.ErrorList {
 	if !nameRE.MatchString(b.OS.Suite) {
 		errs = append(errs, field.Invalid(op.Child("suite"), b.OS.Suite, "a Debian suite such as bookworm"))
 	}
-	if b.OS.Mirror != "" {
-		if u, err := url.Parse(b.OS.Mirror); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") || (u.Host == "" && u.Scheme != "file") {
-			errs = append(errs, field.Invalid(op.Child("mirror"), b.OS.Mirror, "an http, https or file URL; or leave it out to use the build host's apt mirror"))
-		}
+	if b.OS.Mirror != "" && !mirrorURL(b.OS.Mirror) {
+		errs = append(errs, field.Invalid(op.Child("mirror"), b.OS.Mirror, "an http, https or file URL; or leave it out to use the build host's apt mirror"))
+	}
+	switch {
+	case b.OS.SecurityMirror != "" && !debs.HasUpdates(b.OS.Suite):
+		errs = append(errs, field.Forbidden(op.Child("securityMirror"), fmt.Sprintf("suite %s has no -security suite: leave it out", b.OS.Suite)))
+	case b.OS.SecurityMirror != "" && !mirrorURL(b.OS.SecurityMirror):
+		errs = append(errs, field.Invalid(op.Child("securityMirror"), b.OS.SecurityMirror, "an http, https or file URL; or leave it out to use the build host's apt source of the security suite"))
 	}
 	errs = append(errs, debNames(op.Child("packages"), b.OS.Packages)...)
 	if b.OS.CompressionLevel < 1 || b.OS.CompressionLevel > 22 {

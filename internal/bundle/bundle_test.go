@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -248,6 +249,8 @@ func TestBadBundles(t *testing.T) {
 		{"duplicate image", good + "images: [{ref: 'h.invalid/app:1'}, {ref: 'h.invalid/app:1'}]\n", "images[1].ref: Duplicate"},
 		{"bad deb", good + "packages: {debs: [Bad_Name]}\n", "packages.debs[0]: Invalid"},
 		{"bad level", good + "os: {compressionLevel: 40}\n", "os.compressionLevel: Invalid"},
+		{"security mirror scheme", good + "os: {securityMirror: 'ftp://h.invalid/debian-security'}\n", "os.securityMirror: Invalid"},
+		{"security mirror of unstable", good + "os: {suite: sid, securityMirror: 'http://h.invalid/debian-security'}\n", "os.securityMirror: Forbidden: suite sid has no -security suite"},
 		{"wrong type", good + "os: {packages: 3}\n", "line 5: os.packages: must be a list, not a single value"},
 		{"wrong kind", "apiVersion: bootstick.dev/v1alpha1\nkind: Site\n", "kind"},
 	} {
@@ -335,5 +338,126 @@ func TestPayloadPathClash(t *testing.T) {
 	_, err = Resolve(context.Background(), b, nil, fakeResolver())
 	if err == nil || !strings.Contains(err.Error(), "/bundle/packages/kubeadm") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// hostMirrors stands in for the build host's apt configuration: the
+// release at one mirror, its security suite at the security archive. It
+// notes the suites asked.
+func hostMirrors(asked *[]string) func(string) (string, error) {
+	return func(suite string) (string, error) {
+		*asked = append(*asked, suite)
+		if strings.HasSuffix(suite, "-security") {
+			return "http://security.mirror.invalid/debian-security", nil
+		}
+		return "http://mirror.invalid/debian", nil
+	}
+}
+
+// TestSecuritySuiteLocked: the lock names the security mirror beside the
+// mirror, and a package whose version came from trixie-security says so;
+// the lock reads back the same.
+func TestSecuritySuiteLocked(t *testing.T) {
+	b, err := Load("../../bundle/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fakeResolver()
+	var asked []string
+	r.Mirror = hostMirrors(&asked)
+	r.Debs = func(ctx context.Context, names []string) ([]debs.Package, error) {
+		var out []debs.Package
+		for _, n := range names {
+			p := debs.Package{Name: n, Version: "1.0-1", Arch: "amd64", SHA256: cas.Digest("sha256:" + hexA), Suite: "trixie"}
+			if n == "curl" {
+				p.Version, p.Suite = "8.14.1-2+deb13u2", "trixie-security"
+			}
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	l, err := Resolve(context.Background(), b, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(asked, []string{"trixie", "trixie-security"}) {
+		t.Errorf("asked the host for %v", asked)
+	}
+	if l.OS.Mirror != "http://mirror.invalid/debian" || l.OS.SecurityMirror != "http://security.mirror.invalid/debian-security" {
+		t.Errorf("os: %+v", l.OS)
+	}
+	data := string(l.Marshal())
+	for _, want := range []string{`"securityMirror": "http://security.mirror.invalid/debian-security"`, `"suite": "trixie-security"`} {
+		if !strings.Contains(data, want) {
+			t.Errorf("lock lacks %s:\n%s", want, data)
+		}
+	}
+	back, err := ParseLock("x.lock", l.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.OS, l.OS) {
+		t.Errorf("round trip: %+v\nwant %+v", back.OS, l.OS)
+	}
+}
+
+// TestNewSecurityMirrorRelocksPackages: a lock made from another security
+// mirror, or before the security suite was read, is made again, and
+// --locked would name the change.
+func TestNewSecurityMirrorRelocksPackages(t *testing.T) {
+	b, err := Load("../../bundle/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fakeResolver()
+	var hosts []string
+	r.Mirror = hostMirrors(&hosts)
+	first, err := Resolve(context.Background(), b, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sec := range map[string]string{"another security mirror": "http://other.invalid/debian-security", "none (an older lock)": ""} {
+		t.Run(name, func(t *testing.T) {
+			old := *first
+			old.OS.SecurityMirror = sec
+			var asked []string
+			r.Debs = fakeDebs("2.0-1", &asked)
+			l, err := Resolve(context.Background(), b, &old, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) == 0 || l.OS.Packages[0].Version != "2.0-1" {
+				t.Errorf("kept the versions of a lock from other sources: %+v", l.OS.Packages[0])
+			}
+			if d := strings.Join(Diff(&old, l), "\n"); !strings.Contains(d, "os.securityMirror") {
+				t.Errorf("diff does not name the security mirror:\n%s", d)
+			}
+		})
+	}
+}
+
+// TestBundleSecurityMirror: the bundle's own mirrors are used as given;
+// the host is asked for neither.
+func TestBundleSecurityMirror(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "m/a.yaml", "a: 1\n")
+	write(t, dir, "recipes.yaml", "x")
+	bf := write(t, dir, "b.yaml", head+"kubernetes: {version: v1.34.4, recipes: recipes.yaml}\nmanifests: {dir: m}\n"+
+		"os: {suite: trixie, mirror: 'http://user.invalid/debian', securityMirror: 'http://user.invalid/debian-security'}\n")
+	b, err := Load(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fakeResolver()
+	r.Mirror = func(suite string) (string, error) { return "", errors.New("the host was asked for " + suite) }
+	l, err := Resolve(context.Background(), b, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.OS.Mirror != "http://user.invalid/debian" || l.OS.SecurityMirror != "http://user.invalid/debian-security" {
+		t.Errorf("os: %+v", l.OS)
 	}
 }

@@ -63,12 +63,21 @@ type Lock struct {
 	Unresolved []string `json:"unresolved,omitempty"`
 }
 
-// LockedOS is the OS's suite, mirror and the named packages' versions.
+// LockedOS is the OS's suite, its mirrors and the named packages'
+// versions. The packages are read from the suite and its -updates at
+// Mirror, and its -security at SecurityMirror; each package names the
+// suite its version came from, and the OS installs exactly that version.
 type LockedOS struct {
 	Suite            string         `json:"suite"`
 	Mirror           string         `json:"mirror,omitempty"`
+	SecurityMirror   string         `json:"securityMirror,omitempty"`
 	CompressionLevel int            `json:"compressionLevel"`
 	Packages         []debs.Package `json:"packages"`
+}
+
+// Sources are the suites and mirrors the lock's packages come from.
+func (o LockedOS) Sources() debs.Sources {
+	return debs.Sources{Suite: o.Suite, Mirror: o.Mirror, SecurityMirror: o.SecurityMirror}
 }
 
 // LockedKube is the release and where it came from.
@@ -154,7 +163,8 @@ type Resolver struct {
 	// OSPackages are installed in every OS besides the bundle's own
 	// (rootfs.DefaultPackages); the lock pins their versions too.
 	OSPackages []string
-	// Mirror is the OS mirror when the bundle gives none (the host's).
+	// Mirror is the mirror of a suite (the OS's, and its -security's)
+	// when the bundle gives none (the host's).
 	Mirror func(suite string) (string, error)
 	// Download fetches a URL with no pinned sha256 and returns its digest
 	// and size; nil means offline: the entry stays unresolved.
@@ -174,19 +184,17 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 	}
 
 	// OS.
-	l.OS = LockedOS{Suite: b.OS.Suite, Mirror: b.OS.Mirror, CompressionLevel: b.OS.CompressionLevel}
-	if l.OS.Mirror == "" && r.Mirror != nil {
-		m, err := r.Mirror(b.OS.Suite)
-		if err != nil {
-			return nil, err
-		}
-		l.OS.Mirror = m
+	src, err := b.OS.Sources(r.Mirror)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: os: %w", b.File, err)
 	}
+	l.OS = LockedOS{Suite: src.Suite, Mirror: src.Mirror, SecurityMirror: src.SecurityMirror, CompressionLevel: b.OS.CompressionLevel}
 	// Package versions are kept from the previous lock only when they
-	// came from the same suite and mirror: another suite has other
-	// versions of every package.
+	// came from the same suite and mirrors: another suite has other
+	// versions of every package, and a lock made before the security
+	// suite was read is made again.
 	prevOS, prevDebs := prev.OS.Packages, debPackages(prev.Packages.Debs)
-	if prev.OS.Suite != l.OS.Suite || prev.OS.Mirror != l.OS.Mirror {
+	if prev.OS.Sources() != l.OS.Sources() {
 		prevOS, prevDebs = nil, nil
 	}
 	if r.Debs != nil {
@@ -537,7 +545,7 @@ func Diff(old, new *Lock) []string {
 	}
 	flat := func(l *Lock) map[string]string {
 		m := map[string]string{
-			"os.suite": l.OS.Suite, "os.mirror": l.OS.Mirror,
+			"os.suite": l.OS.Suite, "os.mirror": l.OS.Mirror, "os.securityMirror": l.OS.SecurityMirror,
 			"kubernetes.version": l.Kubernetes.Version, "kubernetes.go": l.Kubernetes.Go,
 		}
 		for _, p := range l.OS.Packages {

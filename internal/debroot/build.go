@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/debs"
 )
 
 // Spec is a root file system made of Debian packages.
@@ -52,7 +53,8 @@ type Installed struct {
 
 // Options say where a root's inputs come from.
 type Options struct {
-	Mirror string
+	// Sources are the spec's suite with its -updates and -security.
+	Sources debs.Sources
 	// DebCache keeps downloaded .deb files across builds.
 	DebCache string
 	// FilesDir is where Spec.Files and Spec.Patches are relative to.
@@ -70,6 +72,9 @@ var removedAlways = []string{
 // Build makes the root at root (which must not exist) and returns what it
 // installed. It fails, naming them, when a pinned package's version differs.
 func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, error) {
+	if o.Sources.Suite != s.Suite {
+		return nil, fmt.Errorf("debian root: the sources are of suite %q, the root's is %q", o.Sources.Suite, s.Suite)
+	}
 	work, err := os.MkdirTemp(filepath.Dir(root), ".placeholders-")
 	if err != nil {
 		return nil, fmt.Errorf("debian root: %w", err)
@@ -96,10 +101,7 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		args = append(args, "--dpkgopt=path-exclude="+p)
 	}
 	args = append(args, "--dpkgopt=path-include=/usr/share/locale/locale.alias")
-	if len(s.Components) > 0 {
-		args = append(args, "--components="+strings.Join(s.Components, ","))
-	}
-	if err := Mmdebstrap(ctx, Run{Suite: s.Suite, Mirror: o.Mirror, Variant: variant, Include: include,
+	if err := Mmdebstrap(ctx, Run{Sources: o.Sources, Components: s.Components, Variant: variant, Include: include,
 		DebCache: o.DebCache, Args: args, Epoch: o.Epoch}, root); err != nil {
 		return nil, err
 	}
@@ -116,7 +118,7 @@ func Build(ctx context.Context, s Spec, root string, o Options) ([]Installed, er
 		return nil, err
 	}
 	if err := checkPins(s.Pins, installed); err != nil {
-		return nil, fmt.Errorf("debian root (suite %s from %s): %w", s.Suite, o.Mirror, err)
+		return nil, fmt.Errorf("debian root (%s): %w", o.Sources, err)
 	}
 	if err := applyPatches(ctx, root, o.FilesDir, s.Patches); err != nil {
 		return nil, fmt.Errorf("debian root (suite %s): %w", s.Suite, err)

@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bootstick/bootstick/internal/debs"
 )
 
 func TestUpstream(t *testing.T) {
@@ -107,5 +110,66 @@ func TestRemoveMountPoints(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "tmp/build")); !os.IsNotExist(err) {
 		t.Errorf("tmp/build is still in the root (%v)", err)
+	}
+}
+
+// TestMmdebstrapArgs: every suite is a source line of its own, checked
+// with the Debian archive keyring; each pin is installed at its version
+// and pinned for the whole build, with the binaries of its source, by a
+// preferences file that leaves the root at the end.
+func TestMmdebstrapArgs(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	src := debs.Sources{Suite: "trixie", Mirror: "http://mirror.invalid/debian", SecurityMirror: "http://security.mirror.invalid/debian-security"}
+	r := Run{Sources: src, Components: []string{"main", "non-free-firmware"}, Include: []string{"openssh-server", "kmod", "/x/p.deb"},
+		Pins: []debs.Package{{Name: "openssh-server", Version: "1:10.0p1-7+deb13u4", Source: "openssh"}, {Name: "curl", Version: "8.14.1-2+deb13u2"}}}
+	args, cleanup, err := r.args(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, _ := src.Lines(r.Components)
+	tail := append([]string{"trixie", root}, lines...)
+	if got := args[len(args)-len(tail):]; !slices.Equal(got, tail) {
+		t.Errorf("suite, target and sources:\n%q\nwant\n%q", got, tail)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "[signed-by="+debs.Keyring+"]") {
+			t.Errorf("source %q is not checked with the archive keyring", l)
+		}
+	}
+	if !slices.Contains(args, "--include=kmod,openssh-server=1:10.0p1-7+deb13u4,curl=8.14.1-2+deb13u2") || !slices.Contains(args, "--include=/x/p.deb") {
+		t.Errorf("includes: %q", args)
+	}
+	var pref string
+	for _, a := range args {
+		if f, ok := strings.CutPrefix(a, "--setup-hook=upload "); ok {
+			pref = strings.Fields(f)[0]
+		}
+	}
+	data, err := os.ReadFile(pref)
+	if err != nil {
+		t.Fatalf("no preferences file in %q: %v", args, err)
+	}
+	want := "Package: openssh-server src:openssh\nPin: version 1:10.0p1-7+deb13u4\nPin-Priority: 1001\n\n" +
+		"Package: curl src:curl\nPin: version 8.14.1-2+deb13u2\nPin-Priority: 1001\n\n"
+	if string(data) != want {
+		t.Errorf("preferences:\n%s\nwant\n%s", data, want)
+	}
+	if !slices.Contains(args, `--customize-hook=rm -f "$1"`+pinsFile) {
+		t.Errorf("the pins stay in the root: %q", args)
+	}
+	cleanup()
+	if _, err := os.Stat(pref); !os.IsNotExist(err) {
+		t.Errorf("cleanup left %s", pref)
+	}
+
+	r.Pins = nil
+	args, _, err = r.args(root)
+	if err != nil || strings.Contains(strings.Join(args, " "), "preferences") || !slices.Contains(args, "--include=openssh-server,kmod") {
+		t.Errorf("no pins, yet %q, %v", args, err)
+	}
+	r.Sources.SecurityMirror = ""
+	if _, _, err := r.args(root); err == nil || !strings.Contains(err.Error(), "trixie-security") {
+		t.Errorf("no security mirror: %v", err)
 	}
 }

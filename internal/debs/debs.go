@@ -25,6 +25,11 @@ type Package struct {
 	Version string     `json:"version"`
 	Arch    string     `json:"arch"`
 	SHA256  cas.Digest `json:"sha256"`
+	// Suite is the suite that serves Version (e.g. trixie-security), and
+	// Source the source package where its name differs: both where the
+	// package was resolved from a suite and its updates (Apt).
+	Suite  string `json:"suite,omitempty"`
+	Source string `json:"source,omitempty"`
 }
 
 func (p Package) String() string { return p.Name + "=" + p.Version }
@@ -32,10 +37,12 @@ func (p Package) String() string { return p.Name + "=" + p.Version }
 // Resolve finds the candidate version of each package in this machine's
 // apt lists.
 func Resolve(ctx context.Context, names []string) ([]Package, error) {
-	return resolve(ctx, nil, names)
+	return resolve(ctx, nil, names, false)
 }
 
-func resolve(ctx context.Context, aptOpts []string, names []string) ([]Package, error) {
+// resolve reads the candidates' fields; withSource keeps each one's
+// source package.
+func resolve(ctx context.Context, aptOpts []string, names []string, withSource bool) ([]Package, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -62,7 +69,12 @@ func resolve(ctx context.Context, aptOpts []string, names []string) ([]Package, 
 		if err != nil {
 			return nil, fmt.Errorf("Debian package %s: apt lists give no usable SHA256: %w", fields["Package"], err)
 		}
-		found[fields["Package"]] = Package{Name: fields["Package"], Version: fields["Version"], Arch: fields["Architecture"], SHA256: d}
+		p := Package{Name: fields["Package"], Version: fields["Version"], Arch: fields["Architecture"], SHA256: d}
+		if withSource {
+			// "Source: name (version)" when the binary's version differs.
+			p.Source, _, _ = strings.Cut(fields["Source"], " ")
+		}
+		found[p.Name] = p
 	}
 	pkgs := make([]Package, 0, len(names))
 	for _, n := range names {

@@ -23,8 +23,9 @@ type Source struct {
 // in name order. When none carries it, it is the source of the machine's
 // own release (VERSION_CODENAME in etc/os-release): a Debian archive
 // serves every suite, so a bookworm host builds trixie from its own mirror
-// without an apt source for trixie. Security suites live in another
-// archive and never fall back.
+// without an apt source for trixie. A security suite lives in the security
+// archive: trixie-security falls back to the source of the machine's own
+// bookworm-security.
 func HostMirror(root, suite string) (string, error) {
 	srcs, err := HostSources(root)
 	if err != nil {
@@ -44,12 +45,29 @@ func HostMirror(root, suite string) (string, error) {
 		return m, nil
 	}
 	own := osCodename(root)
-	if own != "" && !strings.HasSuffix(suite, "-security") {
-		if m := find(own); m != "" {
-			return m, nil
-		}
+	if own != "" && strings.HasSuffix(suite, "-security") {
+		own += "-security"
 	}
-	return "", fmt.Errorf("no apt source for suite %q (nor for this machine's release %q) in %s: give the mirror explicitly", suite, own, filepath.Join(root, "etc/apt"))
+	if m := find(own); m != "" {
+		return m, nil
+	}
+	return "", noSource(root, suite, own)
+}
+
+// noSource says that the apt configuration under root has no source of
+// suite, nor of own (the machine's release, or its -security), and what
+// to do.
+func noSource(root, suite, own string) error {
+	nor := ""
+	if own != "" {
+		nor = fmt.Sprintf(" (nor for this machine's %q)", own)
+	}
+	give := "mirror (a bundle's os.mirror)"
+	if strings.HasSuffix(suite, "-security") {
+		give = "security mirror (a bundle's os.securityMirror)"
+	}
+	return fmt.Errorf("no apt source for suite %q%s in %s or %s: add one there, or give the %s",
+		suite, nor, filepath.Join(root, "etc/apt/sources.list"), filepath.Join(root, "etc/apt/sources.list.d"), give)
 }
 
 // osCodename is VERSION_CODENAME of root/etc/os-release, or "".

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/bootstick/bootstick/internal/debroot"
+	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
@@ -57,17 +58,25 @@ const (
 )
 
 // formatVersion changes when the layout of an entry or the way it is built
-// changes, so old entries are not reused.
-const formatVersion = "1"
+// changes, so old entries are not reused. 2: the suite's -updates and
+// -security are read, and the locked versions installed.
+const formatVersion = "2"
 
 // Options say what OS to build.
 type Options struct {
 	// Suite is the Debian suite; default "trixie".
 	Suite string
-	// Mirror overrides the mirror taken from the host's apt configuration.
+	// Mirror overrides the mirror taken from the host's apt configuration;
+	// it serves the suite and its -updates.
 	Mirror string
+	// SecurityMirror overrides the mirror of the suite's -security taken
+	// from the host's apt configuration (HostMirror).
+	SecurityMirror string
 	// Packages are installed besides DefaultPackages.
 	Packages []string
+	// Locked are exact versions (a lock's os.packages): apt installs each
+	// at its version, with the binaries of its source, or the build fails.
+	Locked []debs.Package
 	// CacheDir is the cache root; default $BOOTSTICK_CACHE, else
 	// /var/cache/bootstick.
 	CacheDir string
@@ -93,12 +102,14 @@ type Result struct {
 }
 
 type inputs struct {
-	Format   string   `json:"format"`
-	Suite    string   `json:"suite"`
-	Mirror   string   `json:"mirror"`
-	Packages []string `json:"packages"`
-	Level    int      `json:"level"`
-	Epoch    int64    `json:"epoch"`
+	Format         string   `json:"format"`
+	Suite          string   `json:"suite"`
+	Mirror         string   `json:"mirror"`
+	SecurityMirror string   `json:"securityMirror,omitempty"`
+	Packages       []string `json:"packages"`
+	Locked         []string `json:"locked,omitempty"` // name=version
+	Level          int      `json:"level"`
+	Epoch          int64    `json:"epoch"`
 	// Customize is what is done to the root after its packages, so that a
 	// change there builds it again.
 	Customize string `json:"customize"`
@@ -123,14 +134,16 @@ func (o *Options) defaults() error {
 	if o.AptRoot == "" {
 		o.AptRoot = "/"
 	}
-	if o.Mirror == "" {
-		m, err := HostMirror(o.AptRoot, o.Suite)
-		if err != nil {
-			return fmt.Errorf("rootfs: %w", err)
-		}
-		o.Mirror = m
+	src, err := o.sources().Complete(func(suite string) (string, error) { return HostMirror(o.AptRoot, suite) })
+	if err != nil {
+		return fmt.Errorf("rootfs: %w", err)
 	}
+	o.Mirror, o.SecurityMirror = src.Mirror, src.SecurityMirror
 	return nil
+}
+
+func (o Options) sources() debs.Sources {
+	return debs.Sources{Suite: o.Suite, Mirror: o.Mirror, SecurityMirror: o.SecurityMirror}
 }
 
 func (o Options) inputs() inputs {
@@ -143,8 +156,13 @@ func (o Options) inputs() inputs {
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)
-	return inputs{Format: formatVersion, Suite: o.Suite, Mirror: o.Mirror, Packages: pkgs, Level: o.Level, Epoch: unix(o.Epoch),
-		Customize: customizeHook}
+	var locked []string
+	for _, p := range o.Locked {
+		locked = append(locked, p.String())
+	}
+	sort.Strings(locked)
+	return inputs{Format: formatVersion, Suite: o.Suite, Mirror: o.Mirror, SecurityMirror: o.SecurityMirror, Packages: pkgs,
+		Locked: locked, Level: o.Level, Epoch: unix(o.Epoch), Customize: customizeHook}
 }
 
 // Key is the cache key of the options (after defaults).
@@ -170,8 +188,8 @@ func Build(ctx context.Context, opts Options) (Result, error) {
 		res.Cached = true
 		return res, nil
 	}
-	debs := filepath.Join(base, "debs")
-	if err := os.MkdirAll(debs, 0o755); err != nil {
+	debCache := filepath.Join(base, "debs")
+	if err := os.MkdirAll(debCache, 0o755); err != nil {
 		return Result{}, fmt.Errorf("rootfs: creating cache %s: %w", base, err)
 	}
 	unlock, err := lock(ctx, filepath.Join(base, ".lock"))
@@ -202,8 +220,8 @@ func Build(ctx context.Context, opts Options) (Result, error) {
 	root := filepath.Join(tmp, "root")
 
 	start := time.Now()
-	opts.Progress.Start("rootfs: mmdebstrap "+opts.Suite, -1)
-	err = mmdebstrap(ctx, opts, in.Packages, root, debs)
+	opts.Progress.Start("rootfs: mmdebstrap "+strings.Join(opts.sources().Suites(), ", "), -1)
+	err = mmdebstrap(ctx, opts, in.Packages, root, debCache)
 	opts.Progress.Done()
 	if err != nil {
 		return Result{}, err
@@ -260,9 +278,9 @@ func complete(entry string) bool {
 // sshd).
 const customizeHook = `rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id "$1"/etc/ssh/ssh_host_*; touch "$1"/etc/machine-id`
 
-func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debs string) error {
+func mmdebstrap(ctx context.Context, o Options, pkgs []string, root, debCache string) error {
 	err := debroot.Mmdebstrap(ctx, debroot.Run{
-		Suite: o.Suite, Mirror: o.Mirror, Include: pkgs, DebCache: debs, Epoch: o.Epoch,
+		Sources: o.sources(), Include: pkgs, Pins: o.Locked, DebCache: debCache, Epoch: o.Epoch,
 		Args: []string{"--customize-hook=" + customizeHook},
 	}, root)
 	if err != nil {

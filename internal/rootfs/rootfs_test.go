@@ -9,24 +9,33 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/debs"
 )
 
 func TestHostMirror(t *testing.T) {
-	root := "testdata/apt"
 	tests := []struct {
-		suite, want, err string
+		root, suite, want, err string
 	}{
-		{"bookworm", "http://mirror.invalid/debian-archive", ""},
-		{"trixie", "http://mirror.invalid/debian", ""},
-		{"trixie-security", "http://security.mirror.invalid/debian-security", ""},
+		{"testdata/apt", "bookworm", "http://mirror.invalid/debian-archive", ""},
+		{"testdata/apt", "trixie", "http://mirror.invalid/debian", ""},
+		{"testdata/apt", "trixie-security", "http://security.mirror.invalid/debian-security", ""},
 		// Only in a disabled stanza and a *.disabled file: the archive of
 		// the machine's own release (etc/os-release: bookworm) serves it.
-		{"sid", "http://mirror.invalid/debian-archive", ""},
-		{"sid-security", "", "no apt source for suite \"sid-security\""},
+		{"testdata/apt", "sid", "http://mirror.invalid/debian-archive", ""},
+		// No source of sid-security nor of bookworm-security: the error
+		// names the apt configuration and the bundle's field.
+		{"testdata/apt", "sid-security", "", `no apt source for suite "sid-security" (nor for this machine's "bookworm-security") in testdata/apt/etc/apt/sources.list or testdata/apt/etc/apt/sources.list.d: add one there, or give the security mirror (a bundle's os.securityMirror)`},
+		// A bookworm machine as installed: trixie from its own mirror,
+		// trixie-security from the source of its own bookworm-security.
+		{"testdata/apt-bookworm", "trixie", "http://mirror.invalid/debian", ""},
+		{"testdata/apt-bookworm", "trixie-security", "http://security.mirror.invalid/debian-security", ""},
+		{"testdata/apt-bookworm", "bookworm-security", "http://security.mirror.invalid/debian-security", ""},
+		{"testdata/none", "trixie", "", `no apt source for suite "trixie" in testdata/none/etc/apt/sources.list or testdata/none/etc/apt/sources.list.d: add one there, or give the mirror (a bundle's os.mirror)`},
 	}
 	for _, tc := range tests {
-		t.Run(tc.suite, func(t *testing.T) {
-			got, err := HostMirror(root, tc.suite)
+		t.Run(tc.root+"/"+tc.suite, func(t *testing.T) {
+			got, err := HostMirror(tc.root, tc.suite)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
@@ -41,22 +50,63 @@ func TestHostMirror(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
-	base := Options{Suite: "bookworm", Mirror: "http://m.invalid/debian", Level: 3}
+	const sec = "http://s.invalid/debian-security"
+	base := Options{Suite: "bookworm", Mirror: "http://m.invalid/debian", SecurityMirror: sec, Level: 3}
 	k := base.inputs().key()
 	same := base
 	same.Packages = []string{"udev", "kmod"} // already defaults: same set
 	if got := same.inputs().key(); got != k {
 		t.Errorf("duplicate packages changed the key")
 	}
+	locked := base
+	locked.Locked = []debs.Package{{Name: "udev", Version: "252.39-1~deb12u1"}}
+	update := base
+	update.Locked = []debs.Package{{Name: "udev", Version: "252.39-1~deb12u2", Suite: "bookworm-security"}}
+	if locked.inputs().key() == update.inputs().key() {
+		t.Errorf("another locked version kept the key")
+	}
 	for name, o := range map[string]Options{
-		"suite":   {Suite: "trixie", Mirror: base.Mirror, Level: 3},
-		"package": {Suite: "bookworm", Mirror: base.Mirror, Level: 3, Packages: []string{"htop"}},
-		"level":   {Suite: "bookworm", Mirror: base.Mirror, Level: 19},
-		"epoch":   {Suite: "bookworm", Mirror: base.Mirror, Level: 3, Epoch: time.Unix(1, 0)},
+		"suite":           {Suite: "trixie", Mirror: base.Mirror, SecurityMirror: sec, Level: 3},
+		"security mirror": {Suite: "bookworm", Mirror: base.Mirror, SecurityMirror: "http://other.invalid/debian-security", Level: 3},
+		"package":         {Suite: "bookworm", Mirror: base.Mirror, SecurityMirror: sec, Level: 3, Packages: []string{"htop"}},
+		"locked version":  locked,
+		"level":           {Suite: "bookworm", Mirror: base.Mirror, SecurityMirror: sec, Level: 19},
+		"epoch":           {Suite: "bookworm", Mirror: base.Mirror, SecurityMirror: sec, Level: 3, Epoch: time.Unix(1, 0)},
 	} {
 		if o.inputs().key() == k {
 			t.Errorf("changing the %s kept the key", name)
 		}
+	}
+}
+
+// TestDefaultsSources: the mirrors the options give stay; the missing ones
+// come from the apt configuration, the security mirror from the source of
+// the machine's own -security suite.
+func TestDefaultsSources(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		in               Options
+		mirror, security string
+	}{
+		{"from the host", Options{Suite: "trixie"}, "http://mirror.invalid/debian", "http://security.mirror.invalid/debian-security"},
+		{"mirror given", Options{Suite: "trixie", Mirror: "http://user.invalid/debian"}, "http://user.invalid/debian", "http://security.mirror.invalid/debian-security"},
+		{"both given", Options{Suite: "trixie", Mirror: "http://user.invalid/debian", SecurityMirror: "http://user.invalid/security"}, "http://user.invalid/debian", "http://user.invalid/security"},
+		{"unstable", Options{Suite: "sid"}, "http://mirror.invalid/debian", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.in
+			o.AptRoot, o.CacheDir = "testdata/apt-bookworm", t.TempDir()
+			if err := o.defaults(); err != nil {
+				t.Fatal(err)
+			}
+			if o.Mirror != tc.mirror || o.SecurityMirror != tc.security {
+				t.Errorf("mirrors %q and %q, want %q and %q", o.Mirror, o.SecurityMirror, tc.mirror, tc.security)
+			}
+		})
+	}
+	o := Options{Suite: "trixie", Mirror: "http://user.invalid/debian", AptRoot: "testdata/none", CacheDir: t.TempDir()}
+	if err := o.defaults(); err == nil || !strings.Contains(err.Error(), "os.securityMirror") {
+		t.Errorf("no security source anywhere: %v", err)
 	}
 }
 

@@ -76,7 +76,7 @@ type Options struct {
 	OS            func(ctx context.Context, req OSRequest) (OSResult, error)
 	Debs          func(ctx context.Context, names []string) ([]debs.Package, error)
 	FetchDebs     func(ctx context.Context, store *cas.Store, pkgs []debs.Package, workDir string) error
-	Mirror        func(suite string) (string, error)
+	Mirror        func(suite string) (string, error) // of a suite, and of SUITE-security, where the bundle names none
 	KubeadmImages func(ctx context.Context, config []byte) ([]string, error)
 	HTTPClient    *http.Client
 	RemoteOptions []remote.Option
@@ -84,12 +84,13 @@ type Options struct {
 
 // OSRequest is the Debian live OS to build.
 type OSRequest struct {
-	Suite, Mirror string
-	Packages      []string
-	Level         int
-	Epoch         time.Time
-	CacheDir      string
-	Progress      progress.Progress
+	Suite, Mirror, SecurityMirror string
+	Packages                      []string
+	Locked                        []debs.Package // the lock's versions, which the OS installs exactly
+	Level                         int
+	Epoch                         time.Time
+	CacheDir                      string
+	Progress                      progress.Progress
 }
 
 // OSResult is the built OS: host paths of its kernel, initrd and squashfs.
@@ -180,14 +181,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Debs == nil || o.FetchDebs == nil {
 		// The OS's and the compute nodes' packages come from the bundle's
-		// suite, read through an apt configuration of mkusb's own.
-		mirror := b.OS.Mirror
-		if mirror == "" {
-			if mirror, err = o.Mirror(b.OS.Suite); err != nil {
-				return nil, err
-			}
+		// suite with its -updates and -security, read through an apt
+		// configuration of mkusb's own.
+		src, err := b.OS.Sources(o.Mirror)
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: os: %w", b.File, err)
 		}
-		apt := &debs.Apt{Suite: b.OS.Suite, Mirror: mirror, Dir: filepath.Join(o.Store.Root, "apt")}
+		apt := &debs.Apt{Sources: src, Dir: filepath.Join(o.Store.Root, "apt")}
 		if o.Debs == nil {
 			o.Debs = apt.Resolve
 		}
@@ -301,9 +301,15 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := step("os", func() error {
 		names := append([]string(nil), b.OS.Packages...)
 		warnMoved(ctx, o, lock)
+		// The locked versions, exactly: a newer one the mirrors serve now
+		// (a security update) changes nothing until the lock does.
 		var err error
-		osr, err = o.OS(ctx, OSRequest{Suite: lock.OS.Suite, Mirror: lock.OS.Mirror, Packages: names,
+		osr, err = o.OS(ctx, OSRequest{Suite: lock.OS.Suite, Mirror: lock.OS.Mirror, SecurityMirror: lock.OS.SecurityMirror,
+			Packages: names, Locked: lock.OS.Packages,
 			Level: lock.OS.CompressionLevel, Epoch: o.Epoch, CacheDir: o.Store.Root, Progress: o.Progress})
+		if err != nil && len(lock.OS.Packages) > 0 && ctx.Err() == nil {
+			return fmt.Errorf("%w\nthe OS installs exactly the versions %s pins (os.packages): where apt could not find or install one, the mirrors no longer serve it; delete the lock (or its os.packages) to lock their current versions", err, o.Lock)
+		}
 		return err
 	}); err != nil {
 		return nil, err
@@ -352,9 +358,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// warnMoved warns when the mirror now offers other versions of the OS
-// packages than the lock pins: mmdebstrap installs what the mirror offers,
-// so an OS built now (rather than taken from the cache) differs.
+// warnMoved warns when the mirrors now offer other versions of the OS
+// packages than the lock pins (a security or stable update): the OS
+// installs the locked versions, so the lock must be made again to take
+// them.
 func warnMoved(ctx context.Context, o Options, l *bundle.Lock) {
 	var names []string
 	for _, p := range l.OS.Packages {
@@ -370,7 +377,8 @@ func warnMoved(ctx context.Context, o Options, l *bundle.Lock) {
 	}
 	for _, p := range now {
 		if v := locked[p.Name]; v != p.Version {
-			logctx.From(ctx).Warn("the mirror moved: a newly built OS gets another version than the lock pins", "package", p.Name, "locked", v, "mirror", p.Version)
+			logctx.From(ctx).Warn("the mirror serves another version than the lock pins; the OS installs the locked one (delete the lock to take the new one)",
+				"package", p.Name, "locked", v, "mirror", p.Version, "suite", p.Suite)
 		}
 	}
 }
@@ -418,7 +426,8 @@ func (o *Options) defaults() error {
 	}
 	if o.OS == nil {
 		o.OS = func(ctx context.Context, req OSRequest) (OSResult, error) {
-			r, err := rootfs.Build(ctx, rootfs.Options{Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages,
+			r, err := rootfs.Build(ctx, rootfs.Options{Suite: req.Suite, Mirror: req.Mirror, SecurityMirror: req.SecurityMirror,
+				Packages: req.Packages, Locked: req.Locked,
 				CacheDir: req.CacheDir, Level: req.Level, Epoch: req.Epoch, Progress: req.Progress})
 			if err != nil {
 				return OSResult{}, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -371,5 +372,58 @@ func TestSiteObjects(t *testing.T) {
 	}
 	if kinds["BareMetalHost"] == 0 || kinds["Secret"] == 0 {
 		t.Errorf("rendered kinds %v, want BareMetalHosts and Secrets", kinds)
+	}
+}
+
+// TestSecurityUpdateKeepsLockedOS: the OS is built with the locked
+// version of each package from the suite and its -security; a security
+// update the mirror serves later changes neither the lock nor the
+// versions a locked build installs.
+func TestSecurityUpdateKeepsLockedOS(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	var reqs []OSRequest
+	withOS := func(o Options) Options {
+		build := o.OS
+		o.OS = func(ctx context.Context, r OSRequest) (OSResult, error) {
+			reqs = append(reqs, r)
+			return build(ctx, r)
+		}
+		o.Mirror = func(suite string) (string, error) {
+			if strings.HasSuffix(suite, "-security") {
+				return "http://security.deb.test/debian-security", nil
+			}
+			return "http://deb.test/debian", nil
+		}
+		return o
+	}
+	if _, err := Build(ctx, withOS(e.options("a.iso"))); err != nil {
+		t.Fatal(err)
+	}
+	o := withOS(e.options("b.iso"))
+	o.Locked = true
+	o.Debs = func(ctx context.Context, names []string) ([]debs.Package, error) {
+		var out []debs.Package
+		for _, n := range names {
+			out = append(out, debs.Package{Name: n, Version: "1.0-1+deb12u1", Arch: "amd64", SHA256: cas.DigestOf([]byte(n + "+u1")), Suite: "bookworm-security"})
+		}
+		return out, nil
+	}
+	r, err := Build(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LockChanged || r.Lock.OS.SecurityMirror != "http://security.deb.test/debian-security" {
+		t.Errorf("lock changed %v, os %+v", r.LockChanged, r.Lock.OS)
+	}
+	if len(reqs) != 2 {
+		t.Fatalf("%d OS builds", len(reqs))
+	}
+	for _, req := range reqs {
+		if req.SecurityMirror != "http://security.deb.test/debian-security" || !slices.ContainsFunc(req.Locked, func(p debs.Package) bool {
+			return p.String() == "openssh-server=1.0-1"
+		}) {
+			t.Errorf("OS request %+v: want the locked openssh-server=1.0-1 from both mirrors", req)
+		}
 	}
 }

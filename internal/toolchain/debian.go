@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/debroot"
+	"github.com/bootstick/bootstick/internal/debs"
 	"github.com/bootstick/bootstick/internal/diskimage"
 	"github.com/bootstick/bootstick/internal/logctx"
 	"github.com/bootstick/bootstick/internal/ocibuild"
@@ -36,29 +38,31 @@ func (r *rootRecord) Blobs() []cas.Digest {
 	return out
 }
 
-func (r *rootRecord) root(spec *debroot.Spec, mirror string) record.Root {
+func (r *rootRecord) root(spec *debroot.Spec, src debs.Sources) record.Root {
 	pinned := map[string]string{}
 	for _, p := range r.Installed {
 		if _, ok := spec.Pins[p.Name]; ok {
 			pinned[p.Name] = p.Version
 		}
 	}
-	return record.Root{Suite: spec.Suite, Mirror: mirror, Pinned: pinned, Packages: len(r.Installed)}
+	return record.Root{Suite: spec.Suite, Mirror: src.Mirror, SecurityMirror: src.SecurityMirror, Pinned: pinned, Packages: len(r.Installed)}
 }
 
 // withRoot returns the cached record for a Debian root's product (what),
-// or builds the root in a scratch folder and hands it to make.
-func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec, product any, pack func(root string, rec *rootRecord) error) (*rootRecord, string, bool, error) {
+// or builds the root in a scratch folder and hands it to make. The root
+// reads the spec's suite with its -updates and -security (debroot/v2), and
+// the mirrors are inputs: other sources build it again.
+func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec, product any, pack func(root string, rec *rootRecord) error) (*rootRecord, debs.Sources, bool, error) {
 	s := opts.Store
-	mirror, err := opts.mirror(spec.Suite)
+	src, err := debs.Sources{Suite: spec.Suite}.Complete(opts.mirror)
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", what, err)
+		return nil, src, false, fmt.Errorf("%s: %w", what, err)
 	}
-	inputs := map[string]any{"action": "debroot/v1", "what": what, "product": product, "mirror": mirror, "epoch": opts.Epoch.Unix()}
+	inputs := map[string]any{"action": "debroot/v2", "what": what, "product": product, "sources": src, "epoch": opts.Epoch.Unix()}
 	if spec.Files != "" {
 		h, err := cas.HashTree(filepath.Join(opts.Spec.Dir, spec.Files))
 		if err != nil {
-			return nil, "", false, fmt.Errorf("%s: %w", what, err)
+			return nil, src, false, fmt.Errorf("%s: %w", what, err)
 		}
 		inputs["files"] = h
 	}
@@ -66,7 +70,7 @@ func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec
 	for _, p := range spec.Patches {
 		h, _, err := cas.HashFile(filepath.Join(opts.Spec.Dir, p))
 		if err != nil {
-			return nil, "", false, fmt.Errorf("%s: patch: %w", what, err)
+			return nil, src, false, fmt.Errorf("%s: patch: %w", what, err)
 		}
 		patches = append(patches, string(h))
 	}
@@ -75,39 +79,39 @@ func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec
 	}
 	key, err := cas.Key(inputs)
 	if err != nil {
-		return nil, "", false, err
+		return nil, src, false, err
 	}
 	rec := &rootRecord{}
 	if ok, err := s.GetAction(key, rec); err != nil {
-		return nil, "", false, err
+		return nil, src, false, err
 	} else if ok {
-		return rec, mirror, false, nil
+		return rec, src, false, nil
 	}
 	log := logctx.From(ctx)
 	start := time.Now()
 	work, err := s.TempDir("debroot-")
 	if err != nil {
-		return nil, "", false, err
+		return nil, src, false, err
 	}
 	defer func() {
 		if err := debroot.SafeRemove(work); err != nil {
 			log.Warn("leaving a build folder behind", "dir", work, "err", err)
 		}
 	}()
-	debs := filepath.Join(s.Root, "rootfs", "debs")
-	if err := os.MkdirAll(debs, 0o755); err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", what, err)
+	debCache := filepath.Join(s.Root, "rootfs", "debs")
+	if err := os.MkdirAll(debCache, 0o755); err != nil {
+		return nil, src, false, fmt.Errorf("%s: %w", what, err)
 	}
 	root := filepath.Join(work, "root")
 	if opts.Progress != nil {
-		opts.Progress.Start(what+": mmdebstrap "+spec.Suite, -1)
+		opts.Progress.Start(what+": mmdebstrap "+strings.Join(src.Suites(), ", "), -1)
 	}
-	rec.Installed, err = debroot.Build(ctx, *spec, root, debroot.Options{Mirror: mirror, DebCache: debs, FilesDir: opts.Spec.Dir, Epoch: opts.Epoch})
+	rec.Installed, err = debroot.Build(ctx, *spec, root, debroot.Options{Sources: src, DebCache: debCache, FilesDir: opts.Spec.Dir, Epoch: opts.Epoch})
 	if opts.Progress != nil {
 		opts.Progress.Done()
 	}
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", what, err)
+		return nil, src, false, fmt.Errorf("%s: %w", what, err)
 	}
 	log.Info("debian root built", "for", what, "suite", spec.Suite, "packages", len(rec.Installed), "took", time.Since(start).Round(time.Second))
 	if opts.Progress != nil {
@@ -118,18 +122,18 @@ func withRoot(ctx context.Context, opts Options, what string, spec *debroot.Spec
 		opts.Progress.Done()
 	}
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", what, err)
+		return nil, src, false, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := s.PutAction(key, rec); err != nil {
-		return nil, "", false, fmt.Errorf("%s: %w", what, err)
+		return nil, src, false, fmt.Errorf("%s: %w", what, err)
 	}
 	log.Info("built", "what", what, "took", time.Since(start).Round(time.Second))
-	return rec, mirror, true, nil
+	return rec, src, true, nil
 }
 
 // buildDebianImage makes an image of one layer: the whole Debian root.
 func buildDebianImage(ctx context.Context, opts Options, im *recipes.Image) (ocibuild.Image, record.Root, bool, error) {
-	rec, mirror, built, err := withRoot(ctx, opts, "image "+im.Ref, im.Debian, im, func(root string, rec *rootRecord) error {
+	rec, src, built, err := withRoot(ctx, opts, "image "+im.Ref, im.Debian, im, func(root string, rec *rootRecord) error {
 		entries, err := ocibuild.TreeEntries(root)
 		if err != nil {
 			return err
@@ -139,7 +143,7 @@ func buildDebianImage(ctx context.Context, opts Options, im *recipes.Image) (oci
 	if err != nil {
 		return ocibuild.Image{}, record.Root{}, false, err
 	}
-	return *rec.Image, rec.root(im.Debian, mirror), built, nil
+	return *rec.Image, rec.root(im.Debian, src), built, nil
 }
 
 // oneLayerImage stores the entries as the image's one layer and records
@@ -159,7 +163,7 @@ func oneLayerImage(opts Options, im *recipes.Image, entries []ocibuild.Entry, re
 
 // buildArtifact makes a ramdisk or a disk image of a Debian root.
 func buildArtifact(ctx context.Context, opts Options, a *recipes.Artifact) (record.Artifact, record.Root, bool, error) {
-	rec, mirror, built, err := withRoot(ctx, opts, "artifact "+a.Name, &a.Debian, a, func(root string, rec *rootRecord) error {
+	rec, src, built, err := withRoot(ctx, opts, "artifact "+a.Name, &a.Debian, a, func(root string, rec *rootRecord) error {
 		out, err := opts.Store.TempDir("artifact-")
 		if err != nil {
 			return err
@@ -189,5 +193,5 @@ func buildArtifact(ctx context.Context, opts Options, a *recipes.Artifact) (reco
 	if err != nil {
 		return record.Artifact{}, record.Root{}, false, err
 	}
-	return record.Artifact{Name: a.Name, Format: a.Format, Files: rec.Files}, rec.root(&a.Debian, mirror), built, nil
+	return record.Artifact{Name: a.Name, Format: a.Format, Files: rec.Files}, rec.root(&a.Debian, src), built, nil
 }

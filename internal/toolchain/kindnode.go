@@ -46,7 +46,7 @@ func buildKindNode(ctx context.Context, opts Options, goCmd string, im *recipes.
 	// The module's content is pinned by its version (the checksum
 	// database checks it); the rest by digest.
 	product := map[string]any{"image": im, "binaries": nodeBins, "preload": preloadDigests, "kubernetes": kubeVersion}
-	rec, mirror, built, err := withRoot(ctx, opts, "image "+im.Ref, im.Debian, product, func(root string, rec *rootRecord) error {
+	rec, src, built, err := withRoot(ctx, opts, "image "+im.Ref, im.Debian, product, func(root string, rec *rootRecord) error {
 		entries, err := ocibuild.TreeEntries(root)
 		if err != nil {
 			return err
@@ -83,7 +83,7 @@ func buildKindNode(ctx context.Context, opts Options, goCmd string, im *recipes.
 	if err != nil {
 		return ocibuild.Image{}, record.Root{}, false, err
 	}
-	return *rec.Image, rec.root(im.Debian, mirror), built, nil
+	return *rec.Image, rec.root(im.Debian, src), built, nil
 }
 
 // writePreload writes the images as one OCI archive at dest, each under

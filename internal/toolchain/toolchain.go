@@ -59,8 +59,9 @@ type Options struct {
 	Epoch time.Time
 	// Progress shows each recipe's compile (nil: none).
 	Progress progress.Progress
-	// Mirror gives the Debian mirror of a suite for the Debian roots;
-	// the build host's apt configuration when nil (rootfs.HostMirror).
+	// Mirror gives the Debian mirror of a suite for the Debian roots, and
+	// of its -security suite (the security archive); the build host's apt
+	// configuration when nil (rootfs.HostMirror).
 	Mirror func(suite string) (string, error)
 }
 

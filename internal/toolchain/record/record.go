@@ -51,13 +51,15 @@ type File struct {
 	Size   int64      `json:"size"`
 }
 
-// Root is what a Debian root was made of: its suite and mirror, its pinned
-// packages' versions, and how many packages it holds.
+// Root is what a Debian root was made of: its suite (read with its
+// -updates at the mirror and its -security at the security mirror), its
+// pinned packages' versions, and how many packages it holds.
 type Root struct {
-	Suite    string            `json:"suite"`
-	Mirror   string            `json:"mirror"`
-	Pinned   map[string]string `json:"pinned,omitempty"`
-	Packages int               `json:"packages"`
+	Suite          string            `json:"suite"`
+	Mirror         string            `json:"mirror"`
+	SecurityMirror string            `json:"securityMirror,omitempty"`
+	Pinned         map[string]string `json:"pinned,omitempty"`
+	Packages       int               `json:"packages"`
 }
 
 // ImageRecord is one built image.
