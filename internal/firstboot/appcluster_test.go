@@ -26,6 +26,8 @@ import (
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
@@ -112,7 +114,9 @@ const hostClockAhead = 3 * time.Hour
 // machine's time), and agrees with it within a second, though the host's
 // hardware clock starts three hours ahead: the deploy ramdisk sets its
 // clock from the site's before it makes the certificate Ironic checks,
-// and the OS does before anything else. Last, Ironic
+// and the OS does before anything else. DHCP answers the site's hosts
+// only: a machine the site does not name asks for an address and gets
+// none, and dnsmasq's log shows each refusal. Last, Ironic
 // restarts: its DHCP leases are on the data disk, and survive it.
 func TestAppClusterDHCPClock(t *testing.T) {
 	if testing.Short() {
@@ -429,7 +433,55 @@ spec:
 		}
 	}
 
+	checkUnknownMACRefused(t, ctx, h, vs, machines[0].MAC)
 	checkLeasesSurvive(t, ctx, kubectl, h.data, "node-0", machines[0].MAC, hostIP)
+}
+
+// unknownMAC is a machine no site of the tests names: a locally
+// administered address, which no NIC ships with.
+const unknownMAC = "02:00:00:b0:07:99"
+
+// unknownMACWait is how long the machine of unknownMAC waits for an
+// offer, sending a DHCPDISCOVER each second (dhcpprobe.Resend).
+const unknownMACWait = 15 * time.Second
+
+// checkUnknownMACRefused: a machine the site does not name (unknownMAC)
+// asks the provisioning network's DHCP for an address from inside the
+// test's network namespace (vsite.Site.DHCPDiscover: a NIC of its own on
+// the site's bridge) and gets no offer, and Ironic's dnsmasq logs each
+// refusal of that MAC ("<xid> DHCPDISCOVER(<iface>) <mac> ignored"),
+// while firstboot status says DHCP answers the site's hosts only, and
+// host, the site's one host (its boot MAC), among them.
+func checkUnknownMACRefused(t *testing.T, ctx context.Context, h *hostRun, vs *vsite.Site, host string) {
+	t.Helper()
+	r, err := vs.DHCPDiscover(ctx, unknownMAC, unknownMACWait)
+	if err != nil {
+		t.Errorf("asking DHCP for an address as %s: %v", unknownMAC, err)
+		return
+	}
+	if r.Offer != nil {
+		t.Errorf("DHCP offered %s (server %s) to %s, a MAC the site does not name", r.Offer.Address, r.Offer.Server, unknownMAC)
+	}
+	refusal := fmt.Sprintf("%d DHCPDISCOVER(%s) %s ignored", r.XID, m3Iface, unknownMAC)
+	var seen []string
+	waitFor(t, ctx, 2*time.Minute, "dnsmasq's log to show "+refusal, func() (bool, string) {
+		seen = nil
+		log := podLog(render.IronicNamespace, "deploy/ironic", "dnsmasq")
+		for _, l := range strings.Split(log, "\n") {
+			if strings.Contains(l, refusal) {
+				seen = append(seen, l)
+			}
+		}
+		return len(seen) > 0, command.Tail(log, 10)
+	})
+	t.Logf("a machine of MAC %s (no host of the site) asked DHCP for an address for %s: no offer; Ironic's dnsmasq logged %d refusals:\n%s",
+		unknownMAC, unknownMACWait, len(seen), strings.Join(seen, "\n"))
+	rep, _ := h.statusJSON()
+	if d := rep.Cluster; d == nil || d.DHCP == nil || d.DHCP.Hosts != site.DHCPHostsSite || !slices.Equal(d.DHCP.Answers, []string{host}) {
+		t.Errorf("status shows DHCP as %+v, want the site's hosts only, answering %s", rep.Cluster, host)
+	} else {
+		t.Logf("status: DHCP answers %s (%s), refuses %v", d.DHCP.Hosts, strings.Join(d.DHCP.Answers, ", "), d.DHCP.Refuses)
+	}
 }
 
 // checkLeasesSurvive restarts the Ironic Pod (its dnsmasq with it): the

@@ -132,6 +132,11 @@ func applySite(ctx context.Context, o siteApplyOptions, p paths, out io.Writer) 
 	log.Info("kept the site on the data disk: later firstboot runs use it", "site", kept, "from", o.site)
 	const again = "(the site is kept as this appliance's: run firstboot site apply again to finish)"
 	t.opts.Site = kept
+	// DHCP answers the new hosts before they boot, and the removed ones
+	// until they are gone.
+	if err := sitestep.WriteDHCPHosts(ctx, c, p.dhcpHosts(), t.early); err != nil {
+		return fmt.Errorf("%w %s", err, again)
+	}
 	hosts, pacer, err := sitestep.Apply(ctx, c, t.opts)
 	if err != nil {
 		return fmt.Errorf("%w %s", err, again)
@@ -145,6 +150,10 @@ func applySite(ctx context.Context, o siteApplyOptions, p paths, out io.Writer) 
 	}
 	removed, err := sitestep.Prune(ctx, c, t.site.Cluster.Name, names)
 	if err != nil {
+		return fmt.Errorf("%w %s", err, again)
+	}
+	// A removed host that never registered is gone already.
+	if err := sitestep.WriteDHCPHosts(ctx, c, p.dhcpHosts(), t.early); err != nil {
 		return fmt.Errorf("%w %s", err, again)
 	}
 	fmt.Fprintf(out, "site %s applied: cluster %s, %d hosts (kept as %s)\n", o.site, t.site.Cluster.Name, len(names), kept)
@@ -166,9 +175,13 @@ func applySite(ctx context.Context, o siteApplyOptions, p paths, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	// The Secrets of the hosts deprovisioned meanwhile.
+	// The Secrets of the hosts deprovisioned meanwhile, and their lines of
+	// the DHCP host list.
 	removed, err = sitestep.Prune(ctx, c, t.site.Cluster.Name, names)
 	if err != nil {
+		return err
+	}
+	if err := sitestep.WriteDHCPHosts(ctx, c, p.dhcpHosts(), t.early); err != nil {
 		return err
 	}
 	for _, r := range removed {
@@ -187,6 +200,7 @@ func applySite(ctx context.Context, o siteApplyOptions, p paths, out io.Writer) 
 // checkedSite is a site that passed site apply's offline checks.
 type checkedSite struct {
 	site      *site.Site
+	early     *site.Early // the same site, as the metal3 step reads it
 	opts      sitestep.Options
 	files     []string // the files it names, beside it
 	bundleDir string
@@ -222,9 +236,9 @@ func checkSite(ctx context.Context, o siteApplyOptions, p paths) (*checkedSite, 
 	if t.opts.AgeIdentity == "" {
 		t.opts.AgeIdentity = p.ageIdentity()
 	}
-	early, err := site.ReadEarly(o.site)
+	t.early, err = site.ReadEarly(o.site)
 	if err == nil {
-		t.opts.Install, err = installConfig(n, early.Bootstrap.Provisioning.Address)
+		t.opts.Install, err = installConfig(n, t.early.Bootstrap.Provisioning.Address)
 	}
 	if err != nil {
 		// The full check names every problem with its line.

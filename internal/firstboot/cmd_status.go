@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -11,11 +12,13 @@ import (
 	flag "github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootstick/bootstick/internal/bmcprobe"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cli"
+	"github.com/bootstick/bootstick/internal/dhcphosts"
 	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -82,7 +85,7 @@ func buildStatus(p paths) (status.Report, error) {
 	if _, err := os.Stat(kubeconfig); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		r.Cluster, r.Hosts = clusterStatus(ctx, kubeconfig, hosts)
+		r.Cluster, r.Hosts = clusterStatus(ctx, kubeconfig, hosts, p.dhcpHosts())
 	} else {
 		for _, h := range hosts {
 			r.Hosts = append(r.Hosts, hostRow(h))
@@ -100,8 +103,9 @@ func hostRow(h sitestep.Host) status.Host {
 }
 
 // clusterStatus asks the API server about the node, the pods that are not
-// ready and the BareMetalHosts, merged with the site's hosts.
-func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host) (*status.Cluster, []status.Host) {
+// ready, which machines DHCP answers (with the host list in dhcpDir) and
+// the BareMetalHosts, merged with the site's hosts.
+func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host, dhcpDir string) (*status.Cluster, []status.Host) {
 	out := make([]status.Host, 0, len(hosts))
 	for _, h := range hosts {
 		out = append(out, hostRow(h))
@@ -153,6 +157,10 @@ func clusterStatus(ctx context.Context, kubeconfig string, hosts []sitestep.Host
 			s.State, s.Detail = "not ready", w.Detail
 		}
 		c.Services = append(c.Services, s)
+	}
+	if c.DHCP, err = dhcpStatus(ctx, kc, dhcpDir); err != nil {
+		c.Error = err.Error()
+		return c, out
 	}
 	if len(hosts) > 0 {
 		states, err := hoststate.List(ctx, kc)
@@ -243,4 +251,31 @@ func nodeState(h bpa.HostStatus) string {
 		}
 	}
 	return strings.ToLower(string(h.State))
+}
+
+// dhcpStatus is which machines Ironic's DHCP answers: the mode it runs
+// with (its ConfigMap's DHCP_HOSTS) and the host list in dir. Nil when
+// Ironic has no configuration (no site).
+func dhcpStatus(ctx context.Context, kc *kube.Client, dir string) (*status.DHCP, error) {
+	cm, err := kc.CS.CoreV1().ConfigMaps(render.IronicNamespace).Get(ctx, render.IronicConfig, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Ironic's configuration: %w", err)
+	}
+	d := &status.DHCP{Hosts: cmp.Or(cm.Data["DHCP_HOSTS"], site.DHCPHostsSite), Answers: []string{}, Refuses: []string{}}
+	list, err := dhcphosts.Read(dir)
+	if err != nil {
+		d.Error = err.Error()
+		return d, nil
+	}
+	for _, h := range list {
+		if h.Answer {
+			d.Answers = append(d.Answers, h.MAC)
+		} else {
+			d.Refuses = append(d.Refuses, h.MAC)
+		}
+	}
+	return d, nil
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
+	"github.com/bootstick/bootstick/internal/dhcphosts"
 	"github.com/bootstick/bootstick/internal/hoststate"
 	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/kubetest"
@@ -108,7 +109,8 @@ func objectVersions(t *testing.T, ctx context.Context, kc *kube.Client) map[stri
 // host-2 and with host-3 (credentials in a file beside it) deletes
 // host-2's BareMetalHost and Secrets, makes host-3's with a new host key,
 // and leaves host-0's and host-1's objects, the SSH key pair and host-1's
-// hold as they were; the site is kept on the data disk (with its file) and
+// hold as they were; DHCP's host list answers the site's hosts and
+// refuses host-2 once it is gone; the site is kept on the data disk (with its file) and
 // a later run chooses it; applying it again changes nothing; sites that
 // fail the checks change nothing; no password or private key reaches the
 // log, the output or an error.
@@ -188,10 +190,27 @@ func TestSiteApplyAddHostRemoveHost(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 
+	// The DHCP host list, as dnsmasq reads it.
+	dhcpList := func() string {
+		t.Helper()
+		hs, err := dhcphosts.Read(p.dhcpHosts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, h := range hs {
+			out = append(out, fmt.Sprintf("%s=%v", h.MAC, h.Answer))
+		}
+		return strings.Join(out, " ")
+	}
+
 	site1, pws1 := writeApplySite(t, t.TempDir(), []int{0, 1, 2}, nil)
 	out, err := apply(site1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got, want := dhcpList(), "52:54:00:00:02:00=true 52:54:00:00:02:01=true 52:54:00:00:02:02=true"; got != want {
+		t.Errorf("DHCP answers %s after the first apply, want %s", got, want)
 	}
 	mustContain("the first apply's output", out, "added:   host-0, host-1, host-2\n", "kept:    none\n", "removed: none\n", "waiting: host-1, host-2 ")
 	if got, want := paused(), "host-0= host-1="+sitestep.HoldValue+" host-2="+sitestep.HoldValue; got != want {
@@ -208,6 +227,12 @@ func TestSiteApplyAddHostRemoveHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain("the second apply's output", out, "added:   host-3\n", "kept:    host-0, host-1\n", "removed: host-2\n", "waiting: host-1, host-3 ")
+	// host-2 never registered (held back): its BareMetalHost went at
+	// once, and DHCP refuses it from then on.
+	const dhcp2 = "52:54:00:00:02:00=true 52:54:00:00:02:01=true 52:54:00:00:02:02=false 52:54:00:00:02:03=true"
+	if got := dhcpList(); got != dhcp2 {
+		t.Errorf("DHCP answers %s after the second apply, want %s", got, dhcp2)
+	}
 	rv2 := objectVersions(t, ctx, kc)
 	for _, k := range []string{"BareMetalHost/host-2", "Secret/host-2-bmc-secret", "Secret/host-2-user-data"} {
 		if _, ok := rv2[k]; !ok && rv1[k] == "" {
@@ -311,6 +336,9 @@ func TestSiteApplyAddHostRemoveHost(t *testing.T) {
 		}
 		if got := hostNames(); got != "host-0 host-1 host-3" {
 			t.Errorf("%s: hosts for status: %s", c.name, got)
+		}
+		if got := dhcpList(); got != dhcp2 {
+			t.Errorf("%s: a refused site changed the DHCP host list: %s", c.name, got)
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
+	"github.com/bootstick/bootstick/internal/sitestep"
 )
 
 // osImagesLink is the fixed path the ironic Pod mounts the bundle's
@@ -34,6 +35,14 @@ const dhcpLeasesLink = "/run/bootstick/dhcp-leases"
 // dhcpLeases is that folder.
 func (p paths) dhcpLeases() string { return filepath.Join(p.Data, "dhcp-leases") }
 
+// dhcpHostsLink is the fixed path the ironic Pod's dnsmasq reads its host
+// list from (32-ironic.yaml): a link to dhcpHosts.
+const dhcpHostsLink = "/run/bootstick/dhcp-hosts"
+
+// dhcpHosts is the DHCP host list on the data disk (package dhcphosts),
+// which the metal3 step and site apply write.
+func (p paths) dhcpHosts() string { return filepath.Join(p.Data, "dhcp-hosts") }
+
 // testIronicEnvVar, in a test build only (testhook.go), sets Ironic's
 // inspection timeout (seconds): the test of a boot MAC that matches no NIC
 // waits for it.
@@ -46,8 +55,9 @@ const LabelNeedsSite = "bootstick.dev/needs-site"
 // metal3Step gives Ironic and BMO what they wait for (the manifests step
 // applied their Deployments without waiting): the provisioning network of
 // the site (ConfigMaps), the credentials BMO talks to Ironic with (Secrets,
-// made on the first boot and kept after), the stick's OS images and the
-// DHCP leases' folder on the data disk at fixed paths. Then it waits until
+// made on the first boot and kept after), the stick's OS images, and the
+// DHCP leases' folder and the DHCP host list (the site's hosts' boot MACs,
+// sitestep.WriteDHCPHosts) on the data disk at fixed paths. Then it waits until
 // Ironic's API answers (its readiness probe) and BMO runs. Without a site
 // there is nothing to provision: the manifests step left Ironic and BMO
 // out.
@@ -66,8 +76,9 @@ func metal3Step(n *node) pipeline.Step {
 			t, err := os.Readlink(osImagesLink)
 			p, perr := os.Readlink(packagesLink)
 			l, lerr := os.Readlink(dhcpLeasesLink)
+			h, herr := os.Readlink(dhcpHostsLink)
 			return err == nil && t == n.bundle.osImages() && perr == nil && p == n.bundle.packages() &&
-				lerr == nil && l == n.paths.dhcpLeases(), nil
+				lerr == nil && l == n.paths.dhcpLeases() && herr == nil && h == n.paths.dhcpHosts(), nil
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			early, err := n.site()
@@ -100,6 +111,14 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
+			// The host list before Ironic's first start: its dnsmasq reads
+			// it as it starts, and each change after.
+			if err := sitestep.WriteDHCPHosts(ctx, c, n.paths.dhcpHosts(), early); err != nil {
+				return fmt.Errorf("site %s: %w", n.sitePath, err)
+			}
+			if err := link(dhcpHostsLink, n.paths.dhcpHosts()); err != nil {
+				return err
+			}
 			auth, err := ironicAuth(ctx, c)
 			if err != nil {
 				return err
@@ -113,7 +132,7 @@ func metal3Step(n *node) pipeline.Step {
 				return err
 			}
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
-				BMCCA: bmcCA, NoDHCP: early.NoDHCP(), DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
+				BMCCA: bmcCA, DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
 				SiteClock: siteClock})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
@@ -131,7 +150,7 @@ func metal3Step(n *node) pipeline.Step {
 				return err
 			}
 			logctx.From(ctx).Info("Ironic and the baremetal-operator configured", "interface", early.Bootstrap.Provisioning.Interface,
-				"address", early.Bootstrap.Provisioning.Address)
+				"address", early.Bootstrap.Provisioning.Address, "dhcpHosts", early.Bootstrap.Provisioning.DHCPHostsMode())
 			for _, d := range []struct{ ns, name, what string }{
 				{render.IronicNamespace, "ironic", "Ironic's API answers"},
 				{render.BMONamespace, "baremetal-operator", "the baremetal-operator runs"},

@@ -93,9 +93,6 @@ type Metal3Inputs struct {
 	// BMCCA is the PEM CA certificates the site's Redfish BMCs are signed
 	// with (nil: the system's roots only).
 	BMCCA []byte
-	// NoDHCP are the boot MACs of hosts that boot by virtual media with
-	// their own network data: DHCP never answers them.
-	NoDHCP []string
 	// DNS are the site's DNS servers (bootstrap.dns), which DHCP hands the
 	// hosts (IPv4 addresses only). Without them dnsmasq names none.
 	DNS []string
@@ -113,8 +110,8 @@ type Metal3Inputs struct {
 }
 
 // Metal3 renders the objects Ironic and BMO read their settings from: the
-// provisioning network of the site, the credentials, the BMC CA and the
-// hosts DHCP must not answer.
+// provisioning network of the site (with which machines its DHCP
+// answers), the credentials and the BMC CA.
 func Metal3(in Metal3Inputs) ([]Object, error) {
 	p, auth := in.Provisioning, in.Auth
 	ip, err := ProvisioningIP(p)
@@ -139,7 +136,9 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		"HTTP_PORT":              fmt.Sprint(ImagePort),
 		"IRONIC_API_PORT":        fmt.Sprint(IronicAPIPort),
 		"IRONIC_KERNEL_PARAMS":   ramdiskKernelParams,
-		"DHCP_IGNORE_MACS":       strings.Join(in.NoDHCP, ","),
+		// Which machines DHCP answers; the host list it reads is on the
+		// data disk (package dhcphosts), where site apply changes it.
+		"DHCP_HOSTS": p.DHCPHostsMode(),
 	}
 	// The site has no gateway on the provisioning network: DHCP_ROUTER is
 	// left to run-dnsmasq's default, this machine.

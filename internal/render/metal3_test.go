@@ -88,3 +88,28 @@ func TestMetal3ProvisioningLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestMetal3DHCPHosts: Ironic's dnsmasq answers the site's hosts only
+// unless the site says any machine (DHCP_HOSTS, which run-dnsmasq reads);
+// a site read without defaults (ReadEarly) gets the default.
+func TestMetal3DHCPHosts(t *testing.T) {
+	for given, want := range map[string]string{"": "site", "site": "site", "any": "any"} {
+		in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"},
+			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
+				DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}, DHCPHosts: given}}
+		objs, err := Metal3(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == IronicConfig {
+				if got := cm.Data["DHCP_HOSTS"]; got != want {
+					t.Errorf("dhcpHosts %q: DHCP_HOSTS = %q, want %q", given, got, want)
+				}
+				if _, ok := cm.Data["DHCP_IGNORE_MACS"]; ok {
+					t.Errorf("DHCP_IGNORE_MACS is set: the host list refuses virtual-media hosts now")
+				}
+			}
+		}
+	}
+}

@@ -1,7 +1,7 @@
 package render
 
 import (
-	"strings"
+	"slices"
 	"testing"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -69,9 +69,11 @@ cluster: {name: vm}
 // TestVirtualMediaNeedsNoDHCP: a host booted by virtual media with
 // network data (OpenStack's, or netplan's converted to it) gets it as its
 // preprovisioning network data (its deploy ramdisk's), and when that gives
-// its boot NIC a static address, DHCP is told never to answer its MAC
+// its boot NIC a static address, DHCP's host list refuses its MAC
 // (written as dnsmasq reads it, whatever form the site used). Hosts whose
-// network data asks for DHCP, and a host booted by PXE, keep DHCP.
+// network data asks for DHCP, and a host booted by PXE, are answered.
+// Ironic's configuration says which machines DHCP answers: the site's
+// hosts, by default.
 func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 	s, err := site.Parse("vm/site.yaml", []byte(vmediaSite), site.Options{BundledImages: testImages})
 	if err != nil {
@@ -102,11 +104,13 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := early.NoDHCP(); strings.Join(got, ",") != "52:54:00:00:01:0a" {
-		t.Errorf("NoDHCP = %v, want [52:54:00:00:01:0a]", got)
+	wantHosts := []site.DHCPHost{{Name: "vm-static", MAC: "52:54:00:00:01:0a"}, {Name: "vm-netplan", MAC: "52:54:00:00:01:0b", Answer: true},
+		{Name: "vm-dhcp", MAC: "52:54:00:00:01:0d", Answer: true}, {Name: "pxe-static", MAC: "52:54:00:00:01:0c", Answer: true}}
+	if got := early.DHCPHosts(); !slices.Equal(got, wantHosts) {
+		t.Errorf("DHCPHosts = %+v, want %+v", got, wantHosts)
 	}
 	m3, err := Metal3(Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: IronicAuth{Username: "u", Password: "p"},
-		NoDHCP: early.NoDHCP(), BMCCA: []byte("PEM")})
+		BMCCA: []byte("PEM")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +123,8 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 		switch cm.Name {
 		case IronicConfig:
 			seen++
-			if got := cm.Data["DHCP_IGNORE_MACS"]; got != "52:54:00:00:01:0a" {
-				t.Errorf("%s DHCP_IGNORE_MACS = %q", IronicConfig, got)
+			if got := cm.Data["DHCP_HOSTS"]; got != site.DHCPHostsSite {
+				t.Errorf("%s DHCP_HOSTS = %q, want %q", IronicConfig, got, site.DHCPHostsSite)
 			}
 		case IronicBMCCA:
 			seen++

@@ -47,6 +47,7 @@ func FixedChanges(running *Early, next *Site) []string {
 		b.ProvisioningLimit = 0 // paced by the site step: it may change
 		b.PodCIDR = cmp.Or(b.PodCIDR, DefaultBootstrapPodCIDR)
 		b.ServiceCIDR = cmp.Or(b.ServiceCIDR, DefaultBootstrapServiceCIDR)
+		b.Provisioning.DHCPHosts = b.Provisioning.DHCPHostsMode()
 		return plain(b)
 	}
 	diff("bootstrap", norm(running.Bootstrap), norm(next.Bootstrap), func(path string, was, is any) {

@@ -50,6 +50,14 @@ func TestFixedChanges(t *testing.T) {
 		{"defaults written out", func(s string) string {
 			return strings.Replace(s, "  dns: [10.10.0.1]\n", "  dns: [10.10.0.1]\n  podCIDR: 10.244.0.0/16\n  provisioningLimit: 2\n", 1)
 		}, nil},
+		{"DHCP's default written out", func(s string) string {
+			return strings.Replace(s, "      end: 172.22.0.100\n", "      end: 172.22.0.100\n    dhcpHosts: site\n", 1)
+		}, nil},
+		{"DHCP for any machine", func(s string) string {
+			return strings.Replace(s, "      end: 172.22.0.100\n", "      end: 172.22.0.100\n    dhcpHosts: any\n", 1)
+		}, []string{
+			`bootstrap.provisioning.dhcpHosts: "any", where the running site has "site"`,
+		}},
 		{"a host less", func(s string) string {
 			i := strings.Index(s, "- name: worker-0")
 			j := strings.Index(s[i+1:], "- name:")

@@ -192,6 +192,7 @@ func (s *Site) setDefaults() {
 	if s.Bootstrap.ServiceCIDR == "" {
 		s.Bootstrap.ServiceCIDR = DefaultBootstrapServiceCIDR
 	}
+	s.Bootstrap.Provisioning.DHCPHosts = s.Bootstrap.Provisioning.DHCPHostsMode()
 	for i := range s.Hosts {
 		h := &s.Hosts[i]
 		if h.BootMode == "" {
@@ -224,34 +225,51 @@ type Early struct {
 
 // EarlyHost is what Ironic's configuration needs of a host.
 type EarlyHost struct {
-	BMC struct {
+	Name string `yaml:"name"`
+	BMC  struct {
 		Address string `yaml:"address"`
 	} `yaml:"bmc"`
 	BootMACAddress string         `yaml:"bootMACAddress"`
 	NetworkData    map[string]any `yaml:"networkData"`
 }
 
-// NoDHCP are the boot MACs (lower case, colon-separated, as dnsmasq
-// reads them) of the hosts whose deploy ramdisk takes a static address
-// for its boot NIC from its network data on the virtual media: DHCP must
-// not answer them. A host whose network data asks for DHCP keeps it.
-func (e *Early) NoDHCP() []string {
-	var out []string
+// DHCPHost is a site host's boot NIC as the provisioning network's DHCP
+// server sees it.
+type DHCPHost struct {
+	Name string
+	// MAC is the boot MAC in lower case, colon-separated, as dnsmasq
+	// reads it.
+	MAC string
+	// Answer says DHCP answers the host. A host whose deploy ramdisk
+	// takes a static address for its boot NIC from its network data on
+	// the virtual media is never answered: it needs no address from here,
+	// and one would clash with its own. A host whose network data asks
+	// for DHCP keeps it.
+	Answer bool
+}
+
+// DHCPHosts are the boot NICs of the site's hosts, in the site's order.
+func (e *Early) DHCPHosts() []DHCPHost {
+	var out []DHCPHost
 	for _, h := range e.Hosts {
-		if !RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
-			continue
-		}
-		// The site was validated when it went on the stick: network data
-		// with problems is not there.
-		nd, errs := netdata.Parse(field.NewPath("networkData"), h.NetworkData, h.BootMACAddress)
-		if len(errs) > 0 || !nd.StaticOn(h.BootMACAddress) {
-			continue
-		}
+		// The site was validated when it went on the stick: a MAC that
+		// does not parse is not there.
 		if mac, err := NormalizeMAC(h.BootMACAddress); err == nil {
-			out = append(out, mac)
+			out = append(out, DHCPHost{Name: h.Name, MAC: mac, Answer: !h.staticOnVirtualMedia()})
 		}
 	}
 	return out
+}
+
+// staticOnVirtualMedia says the host's deploy ramdisk takes a static
+// address for its boot NIC from the network data on its virtual media.
+func (h EarlyHost) staticOnVirtualMedia() bool {
+	if !RamdiskNetworkData(h.BMC.Address, h.NetworkData) {
+		return false
+	}
+	// Network data with problems is not on a validated site.
+	nd, errs := netdata.Parse(field.NewPath("networkData"), h.NetworkData, h.BootMACAddress)
+	return len(errs) == 0 && nd.StaticOn(h.BootMACAddress)
 }
 
 // ReadEarly reads the early part of the site file at path.

@@ -29,6 +29,9 @@ func TestGoodSite(t *testing.T) {
 	if s.Cluster.PodCIDR != DefaultPodCIDR || s.Cluster.ServiceCIDR != DefaultServiceCIDR {
 		t.Errorf("defaults not applied: %+v", s.Cluster)
 	}
+	if s.Bootstrap.Provisioning.DHCPHosts != DHCPHostsSite {
+		t.Errorf("DHCP answers %q, want the site's hosts only by default", s.Bootstrap.Provisioning.DHCPHosts)
+	}
 	if s.Hosts[0].BootMode != "UEFI" || s.Hosts[1].Image.ChecksumType != "sha256" {
 		t.Errorf("defaults not applied: %+v", s.Hosts)
 	}

@@ -62,6 +62,32 @@ type ProvisioningNetwork struct {
 	// 172.22.0.1/24.
 	Address   string    `yaml:"address"`
 	DHCPRange DHCPRange `yaml:"dhcpRange"`
+	// DHCPHosts says which machines the provisioning network's DHCP
+	// server (Ironic's dnsmasq) answers. DHCPHostsSite (the default):
+	// the boot NICs of the site's hosts only, every other MAC is ignored
+	// and its DHCPDISCOVER logged as "ignored" (dnsmasq's log); a host
+	// added or removed by `firstboot site apply` is answered or refused
+	// from then on, without a restart. DHCPHostsAny: every MAC, for a site
+	// that adds hosts with kubectl (BareMetalHosts without a site entry),
+	// whose boot NICs the site cannot name. In both, a host that boots by
+	// virtual media with a static address on its boot NIC is never
+	// answered. Set at first boot: site apply cannot change it.
+	DHCPHosts string `yaml:"dhcpHosts,omitempty"`
+}
+
+// The values of bootstrap.provisioning.dhcpHosts.
+const (
+	DHCPHostsSite = "site"
+	DHCPHostsAny  = "any"
+)
+
+// DHCPHostsMode is DHCPHosts with its default, for a site read without
+// defaults (ReadEarly).
+func (p ProvisioningNetwork) DHCPHostsMode() string {
+	if p.DHCPHosts == "" {
+		return DHCPHostsSite
+	}
+	return p.DHCPHosts
 }
 
 // DHCPRange is an inclusive range of addresses handed out to hosts.

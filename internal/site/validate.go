@@ -28,13 +28,14 @@ var redfishSchemes = map[string]bool{
 var (
 	// Not UEFISecureBoot: this stick boots hosts by iPXE, which is not
 	// signed, so Secure Boot firmware refuses it.
-	bootModes     = []string{"UEFI", "legacy"}
-	checksumTypes = []string{"md5", "sha256", "sha512", "auto"}
-	diskFormats   = []string{"raw", "qcow2", "vdi", "vmdk", "live-iso"}
-	roles         = []string{string(RoleMaster), string(RoleWorker)}
-	hexDigits     = regexp.MustCompile(`^[0-9a-fA-F]+$`)
-	hctlPattern   = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
-	ifaceName     = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
+	bootModes      = []string{"UEFI", "legacy"}
+	checksumTypes  = []string{"md5", "sha256", "sha512", "auto"}
+	diskFormats    = []string{"raw", "qcow2", "vdi", "vmdk", "live-iso"}
+	roles          = []string{string(RoleMaster), string(RoleWorker)}
+	dhcpHostsModes = []string{DHCPHostsSite, DHCPHostsAny}
+	hexDigits      = regexp.MustCompile(`^[0-9a-fA-F]+$`)
+	hctlPattern    = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
+	ifaceName      = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
 )
 
 func (s *Site) validate(opts Options) field.ErrorList {
@@ -99,6 +100,10 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(rp, prov.DHCPRange.Start+"-"+prov.DHCPRange.End,
 				fmt.Sprintf("covers the bootstrap address %s: start the range after it or end it before it", a)))
 		}
+	}
+
+	if h := prov.DHCPHosts; h != DHCPHostsSite && h != DHCPHostsAny {
+		errs = append(errs, field.NotSupported(pp.Child("dhcpHosts"), h, dhcpHostsModes))
 	}
 
 	if ext := b.External; ext != nil {

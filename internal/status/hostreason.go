@@ -31,7 +31,7 @@ func HostReason(errorType, message string) string {
 	case errorType == "registration error" || errorType == "provisioned registration error" || errorType == "power management error":
 		advice = "the BMC does not answer, or refuses the credentials: check the host's bmc.address and bmc.credentials in the site, and that the BMC is reachable from this machine"
 	case errorType == "inspection error" || has("inspection", "timeout reached while inspecting"):
-		advice = "the host never reported back from the deploy ramdisk: check that its bootMACAddress is the NIC on the provisioning network and that it PXE-boots from that network"
+		advice = "the host never reported back from the deploy ramdisk: check that its bootMACAddress is the NIC on the provisioning network and that it PXE-boots from that network (kubectl -n ironic logs deploy/ironic -c dnsmasq shows each DHCP request, and each MAC DHCP ignored)"
 	case errorType == "provisioning error":
 		advice = "writing the OS failed: see the message, check the image and the root device hints"
 	case errorType == "preparation error":

@@ -43,6 +43,37 @@ type Cluster struct {
 	// Services are the appliance's own: Ironic, the baremetal-operator
 	// and the BPA.
 	Services []Service `json:"services,omitempty"`
+	// DHCP is which machines the provisioning network's DHCP answers; nil
+	// without a site (no Ironic configuration).
+	DHCP *DHCP `json:"dhcp,omitempty"`
+}
+
+// DHCP is which machines Ironic's dnsmasq answers.
+type DHCP struct {
+	// Hosts is the site's bootstrap.provisioning.dhcpHosts, as Ironic
+	// runs with it: "site" (the MACs of Answers only) or "any" (every
+	// MAC but those of Refuses).
+	Hosts string `json:"hosts"`
+	// Answers and Refuses are the boot MACs of the host list on the data
+	// disk: the site's hosts (and those being deprovisioned), and the
+	// MACs it never answers (a virtual-media host with a static address,
+	// a host removed from the site).
+	Answers []string `json:"answers"`
+	Refuses []string `json:"refuses"`
+	// Error is set when the host list could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// line is the DHCP for people.
+func (d *DHCP) line() string {
+	if d.Error != "" {
+		return "DHCP: " + d.Error
+	}
+	if d.Hosts == "any" {
+		return fmt.Sprintf("DHCP: any machine (dhcpHosts: any): answers every MAC but %d refused", len(d.Refuses))
+	}
+	return fmt.Sprintf("DHCP: the site's hosts only (dhcpHosts: %s): answers %d MACs, refuses %d and every other MAC, each refusal logged as \"ignored\" (kubectl -n ironic logs deploy/ironic -c dnsmasq)",
+		d.Hosts, len(d.Answers), len(d.Refuses))
 }
 
 // Service is one of the appliance's Deployments.
@@ -229,6 +260,9 @@ func (r Report) WriteText(w io.Writer) error {
 					fmt.Fprintf(&b, " (%s)", sv.Detail)
 				}
 				b.WriteString("\n")
+			}
+			if c.DHCP != nil {
+				b.WriteString(c.DHCP.line() + "\n")
 			}
 			if len(c.PodsNotReady) == 0 {
 				b.WriteString("pods: all ready\n")

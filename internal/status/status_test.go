@@ -249,3 +249,25 @@ func TestBMCReasonTellsSilenceFromRefusal(t *testing.T) {
 		t.Errorf("a BMC whose certificate is not trusted: %q", got)
 	}
 }
+
+// TestReportDHCP: status says which machines DHCP answers, how many MACs
+// its host list answers and refuses, and where the refusals are.
+func TestReportDHCP(t *testing.T) {
+	for _, c := range []struct {
+		dhcp DHCP
+		want string
+	}{
+		{DHCP{Hosts: "site", Answers: []string{"52:54:00:b0:07:10", "52:54:00:b0:07:11"}, Refuses: []string{"52:54:00:b0:07:1a"}},
+			`DHCP: the site's hosts only (dhcpHosts: site): answers 2 MACs, refuses 1 and every other MAC, each refusal logged as "ignored" (kubectl -n ironic logs deploy/ironic -c dnsmasq)` + "\n"},
+		{DHCP{Hosts: "any", Refuses: []string{"52:54:00:b0:07:1a"}}, "DHCP: any machine (dhcpHosts: any): answers every MAC but 1 refused\n"},
+		{DHCP{Hosts: "site", Error: "reading the DHCP host list: permission denied"}, "DHCP: reading the DHCP host list: permission denied\n"},
+	} {
+		r := Build(Input{State: failedState()})
+		r.Cluster = &Cluster{Node: "bootstick", NodeReady: true, DHCP: &c.dhcp}
+		var b bytes.Buffer
+		r.WriteText(&b)
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("status shows no %q:\n%s", c.want, b.String())
+		}
+	}
+}
