@@ -102,8 +102,8 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 		}
 	}
 
-	if h := prov.DHCPHosts; h != DHCPHostsSite && h != DHCPHostsAny {
-		errs = append(errs, field.NotSupported(pp.Child("dhcpHosts"), h, dhcpHostsModes))
+	if !contains(dhcpHostsModes, prov.DHCPHosts) {
+		errs = append(errs, field.NotSupported(pp.Child("dhcpHosts"), prov.DHCPHosts, dhcpHostsModes))
 	}
 
 	if ext := b.External; ext != nil {
