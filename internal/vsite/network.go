@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,11 +49,13 @@ func (s *Site) network(ctx context.Context) error {
 
 // removeNetwork ends every process left in the namespace (the machines
 // of a site whose owner died: libvirt's QEMU outlives libvirtd) and
-// removes the namespace and the veth.
+// removes the namespace and the veth. This process is never among them:
+// were its main thread left in the namespace (a thread of netns.Do that
+// could not return), it would show there.
 func (s *Site) removeNetwork(ctx context.Context) {
 	if out, err := run(ctx, "ip", "netns", "pids", s.opts.Netns); err == nil {
 		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

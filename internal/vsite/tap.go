@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bootstick/bootstick/internal/netns"
 )
 
 // Tap makes a tap device on the site's bridge, inside the namespace, and
@@ -39,7 +41,7 @@ func (s *Site) Tap(ctx context.Context, name string) (*os.File, error) {
 // nsPath: a tap belongs to the namespace it was made in.
 func openTapIn(nsPath, name string) (*os.File, error) {
 	var f *os.File
-	err := inNetns(nsPath, func() error {
+	err := netns.Do(nsPath, func() error {
 		var err error
 		f, err = openTap(name)
 		return err
