@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	bpacontroller "github.com/bootstick/bootstick/internal/bpa/controller"
+	"github.com/bootstick/bootstick/internal/bpa/install"
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
@@ -333,38 +335,7 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		t.Logf("etcd holds the application cluster's Secret encrypted: %q...", raw[:min(len(raw), 80)])
 	}
 
-	// Every image the host runs came from the stick's registry: the
-	// access log shows the host (hostIP) pulling each one's manifest.
-	pulled := map[string]bool{}
-	lf, err := os.Open(filepath.Join(h.data, "registry", "access.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(lf)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e registry.LogEntry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind == "manifest" && e.Status == 200 && strings.HasPrefix(e.Remote, hostIP+":") &&
-			!strings.HasPrefix(e.Reference, "sha256:") {
-			pulled[e.NS+"/"+e.Repo+":"+e.Reference] = true
-		}
-	}
-	lf.Close()
-	for im := range images {
-		r, err := registry.ParseRef(im)
-		if err != nil {
-			t.Errorf("pod image %s: %v", im, err)
-			continue
-		}
-		if !pulled[r.String()] {
-			t.Errorf("the registry's access log shows no pull of %s by %s (pulled: %v)", r, hostIP, pulled)
-		}
-	}
-	for _, want := range []string{"docker.io/flannel/flannel:v0.27.4", "registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/coredns/coredns:v1.12.1"} {
-		if !images[want] {
-			t.Errorf("no pod runs %s (images: %v)", want, images)
-		}
-	}
+	checkPulledByDigest(t, ctx, kubectl, h.data, hostIP, images)
 
 	// A cluster of one master and no worker runs workloads: the master has
 	// no taint, and an ordinary Deployment (no toleration, no node name)
@@ -777,4 +748,70 @@ func buildStickISO(t *testing.T) string {
 	}
 	t.Logf("built the stick in %s", time.Since(start).Round(time.Second))
 	return iso
+}
+
+// checkPulledByDigest: every image the host (at hostIP) runs came from
+// the stick's registry by the lock's digest, never by a tag. The install
+// ConfigMap lists the hosts' images with the lock's digests; the
+// registry's access log shows the host fetching each one's manifest by
+// that digest and no manifest by tag; and every pod image (images) is one
+// of them, by its tag (kubeadm's static pods) or its digest (flannel).
+func checkPulledByDigest(t *testing.T, ctx context.Context, kubectl, data, hostIP string, images map[string]bool) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", adminConf, "get", "configmaps", "-A",
+		"--field-selector", "metadata.name="+install.ConfigMapName, "-o", "jsonpath={.items[0].data."+strings.ReplaceAll(install.ConfigKey, ".", `\.`)+"}").Output()
+	if err != nil {
+		t.Errorf("the install ConfigMap %s: %v", install.ConfigMapName, err)
+		return
+	}
+	cfg, err := install.ParseConfig(string(out))
+	if err != nil {
+		t.Errorf("the install ConfigMap: %v", err)
+		return
+	}
+	byDigest := map[string]bool{}
+	var byTag []string
+	lf, err := os.Open(filepath.Join(data, "registry", "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(lf)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e registry.LogEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "manifest" || e.Status != 200 || !strings.HasPrefix(e.Remote, hostIP+":") {
+			continue
+		}
+		if strings.HasPrefix(e.Reference, "sha256:") {
+			byDigest[e.NS+"/"+e.Repo+"@"+e.Reference] = true
+		} else {
+			byTag = append(byTag, e.Method+" "+e.NS+"/"+e.Repo+":"+e.Reference)
+		}
+	}
+	lf.Close()
+	if len(byTag) > 0 {
+		t.Errorf("%s fetched %d manifests by tag from the stick's registry, want none: %v", hostIP, len(byTag), byTag)
+	}
+	var pinned []string
+	known := map[string]bool{}
+	for _, im := range cfg.Images {
+		known[im.Name], known[im.Pinned()] = true, true
+		if !byDigest[im.Pinned()] {
+			t.Errorf("the registry's access log shows no fetch of %s (%s) by %s", im.Pinned(), im.Name, hostIP)
+		}
+		pinned = append(pinned, im.Name+" by "+im.Digest[:19])
+	}
+	for im := range images {
+		if !known[im] {
+			t.Errorf("a pod runs %s, which is not one of the images the install pulled by digest", im)
+		}
+	}
+	for _, want := range []string{"docker.io/flannel/flannel@sha256:", "registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/coredns/coredns:v1.12.1"} {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(images)), func(im string) bool { return strings.HasPrefix(im, want) }) {
+			t.Errorf("no pod runs %s (images: %v)", want, images)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%s pulled all %d of its images by digest, none by tag (%d manifests by digest): %s", hostIP, len(cfg.Images), len(byDigest), strings.Join(pinned, ", "))
+	}
 }

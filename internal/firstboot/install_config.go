@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/bpa/install"
 	"github.com/bootstick/bootstick/internal/bundle"
+	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/render"
 )
 
@@ -56,5 +58,40 @@ func installConfig(n *node, provisioning string) (*install.Config, error) {
 	for name, image := range lock.Plugins() {
 		c.Plugins[name] = install.Plugin{Image: image}
 	}
+	if c.Images, err = hostImages(lock, c); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// hostImages are the images the application cluster's hosts run, with the
+// lock's digests: the Kubernetes release's (every image of the registry
+// kube-apiserver's image is named in, which kubeadm names its images
+// from), the sandbox's and the plugins'.
+func hostImages(lock *bundle.Lock, c *install.Config) ([]install.Image, error) {
+	var kubeRegistry string
+	for _, im := range lock.Images {
+		if r, err := registry.ParseRef(im.Ref); err == nil && r.Repository == "kube-apiserver" {
+			kubeRegistry = r.Registry
+		}
+	}
+	if kubeRegistry == "" {
+		return nil, errors.New("bundle.lock has no kube-apiserver image: the hosts' images cannot be named (rebuild the stick)")
+	}
+	wanted := map[string]bool{c.PauseImage: true}
+	for _, p := range c.Plugins {
+		wanted[p.Image] = true
+	}
+	var out []install.Image
+	for _, im := range lock.Images {
+		r, err := registry.ParseRef(im.Ref)
+		if err != nil || (r.Registry != kubeRegistry && !wanted[r.String()]) {
+			continue
+		}
+		if im.Digest == "" {
+			return nil, fmt.Errorf("bundle.lock: image %s has no digest, and the hosts pull every image by its digest (build the stick from a complete lock)", im.Ref)
+		}
+		out = append(out, install.Image{Name: r.String(), Digest: string(im.Digest)})
+	}
+	return out, nil
 }

@@ -292,7 +292,8 @@ func TestInstallConfigTimeServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst := &install.Config{KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/", Registry: "http://172.22.0.1:5000", PauseImage: "registry.k8s.io/pause:3.10.1",
-		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}}}
+		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}},
+		Images:   []install.Image{{Name: "registry.k8s.io/pause:3.10.1", Digest: "sha256:" + strings.Repeat("3", 64)}}}
 	objs, err := Render(s, Options{SSHKey: testKey(t), Images: testImages, Install: inst})
 	if err != nil {
 		t.Fatal(err)

@@ -207,6 +207,8 @@ func installConfig(hosts map[string]install.Host) *install.Config {
 		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
 		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
-		Hosts:   hosts,
+		Images: []install.Image{{Name: "docker.io/flannel/flannel:v0.27.4", Digest: "sha256:" + strings.Repeat("1", 64)},
+			{Name: "registry.k8s.io/pause:3.10.1", Digest: "sha256:" + strings.Repeat("3", 64)}},
+		Hosts: hosts,
 	}
 }

@@ -131,6 +131,7 @@ func InstallScript(c *Config, cl Cluster, n Target) (string, error) {
 	return render("install.sh", map[string]any{
 		"PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
 		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp, "Encryption": enc,
+		"Images": c.Images,
 	})
 }
 
@@ -237,9 +238,15 @@ func PluginManifest(c *Config, cl Cluster, name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("KUD plugin %q is not on this stick", name)
 	}
+	// The manifest names the image by the lock's digest, as the install
+	// pulled it.
+	im, ok := c.image(p.Image)
+	if !ok {
+		return "", fmt.Errorf("KUD plugin %q: the stick's images lack its image %s", name, p.Image)
+	}
 	switch name {
 	case PluginFlannel:
-		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": p.Image, "Endpoint": cl.APIHost()})
+		return render("flannel.yaml", map[string]any{"PodSubnet": cl.PodSubnet, "Image": im.Pinned(), "Endpoint": cl.APIHost()})
 	}
 	return "", fmt.Errorf("KUD plugin %q has no manifest in this BPA", name)
 }

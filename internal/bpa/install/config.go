@@ -16,6 +16,8 @@ package install
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -47,6 +49,12 @@ type Config struct {
 	Mirrored []string `json:"mirrored"`
 	// PauseImage is containerd's sandbox image.
 	PauseImage string `json:"pauseImage"`
+	// Images are every image the hosts run (the Kubernetes release's, the
+	// sandbox's and the plugins'), each by its name and the lock's
+	// digest. The install pulls each by that digest, which containerd
+	// checks every byte against, and names it by its tag, as kubeadm and
+	// the kubelet ask for it: nothing on a host pulls an image by tag.
+	Images []Image `json:"images"`
 	// Plugins are the KUD plugins the stick can serve, by name.
 	Plugins map[string]Plugin `json:"plugins"`
 	// ServiceSubnet is the cluster's service CIDR (the site's
@@ -76,6 +84,61 @@ type Deb struct {
 type Binary struct {
 	Name   string `json:"name"`
 	SHA256 string `json:"sha256"` // hex
+}
+
+// Image is an image by its name (registry/repository:tag) and digest.
+type Image struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Pinned is the image by its digest alone: registry/repository@sha256:...
+func (i Image) Pinned() string { return repository(i.Name) + "@" + i.Digest }
+
+// repository is name without its tag.
+func repository(name string) string {
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		return name[:i]
+	}
+	return name
+}
+
+// digestPattern is the only digest the stick's lock records.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// checkImages lists what is wrong with c's images: each needs a tagged
+// name and a sha256 digest, and the sandbox's and every plugin's image
+// must be among them.
+func (c *Config) checkImages() []string {
+	var probs []string
+	names := map[string]bool{}
+	for i, im := range c.Images {
+		if repository(im.Name) == im.Name || strings.Contains(im.Name, "@") {
+			probs = append(probs, fmt.Sprintf("images[%d].name %q is not registry/repository:tag", i, im.Name))
+		}
+		if !digestPattern.MatchString(im.Digest) {
+			probs = append(probs, fmt.Sprintf("images[%d].digest %q is not sha256:<64 hex>", i, im.Digest))
+		}
+		names[im.Name] = true
+	}
+	if c.PauseImage != "" && !names[c.PauseImage] {
+		probs = append(probs, "images lacks the pause image "+c.PauseImage)
+	}
+	for _, n := range slices.Sorted(maps.Keys(c.Plugins)) {
+		if im := c.Plugins[n].Image; !names[im] {
+			probs = append(probs, fmt.Sprintf("images lacks plugin %s's image %s", n, im))
+		}
+	}
+	return probs
+}
+
+// image is the image of c named name.
+func (c *Config) image(name string) (Image, bool) {
+	i := slices.IndexFunc(c.Images, func(im Image) bool { return im.Name == name })
+	if i < 0 {
+		return Image{}, false
+	}
+	return c.Images[i], true
 }
 
 // Plugin is an add-on the stick carries.
@@ -117,6 +180,7 @@ func ParseConfig(data string) (*Config, error) {
 			probs = append(probs, "binaries lacks "+n)
 		}
 	}
+	probs = append(probs, c.checkImages()...)
 	slices.Sort(probs)
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("ConfigMap %s key %s: %s (firstboot writes it from the stick's bundle.lock: run the site step again)",

@@ -18,6 +18,9 @@ func testConfig() *Config {
 		Registry: "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
 		PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
+		Images: []Image{{Name: "docker.io/flannel/flannel:v0.27.4", Digest: "sha256:" + strings.Repeat("1", 64)},
+			{Name: "registry.k8s.io/kube-apiserver:v1.34.4", Digest: "sha256:" + strings.Repeat("2", 64)},
+			{Name: "registry.k8s.io/pause:3.10.1", Digest: "sha256:" + strings.Repeat("3", 64)}},
 	}
 }
 
@@ -46,6 +49,10 @@ func TestScripts(t *testing.T) {
 		"write /etc/containerd/certs.d/registry.k8s.io/hosts.toml", "write /etc/containerd/certs.d/docker.io/hosts.toml",
 		`"http://172.22.0.1:5000"`, "fetch 'kubeadm' " + strings.Repeat("b", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
 		"put \"$dir/flannel\" /opt/cni/bin/flannel", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
+		// Every image by the lock's digest, then named by its tag.
+		"pull 'registry.k8s.io/kube-apiserver@sha256:" + strings.Repeat("2", 64) + "' 'registry.k8s.io/kube-apiserver:v1.34.4'\n",
+		"pull 'registry.k8s.io/pause@sha256:" + strings.Repeat("3", 64) + "' 'registry.k8s.io/pause:3.10.1'\n",
+		"pull 'docker.io/flannel/flannel@sha256:" + strings.Repeat("1", 64) + "' 'docker.io/flannel/flannel:v0.27.4'\n",
 	} {
 		if !strings.Contains(inst, want) {
 			t.Errorf("install script lacks %q", want)
@@ -88,7 +95,7 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m, "image: docker.io/flannel/flannel:v0.27.4") || !strings.Contains(m, `"Network": "10.128.0.0/16"`) ||
+	if !strings.Contains(m, "image: docker.io/flannel/flannel@sha256:"+strings.Repeat("1", 64)+"\n") || !strings.Contains(m, `"Network": "10.128.0.0/16"`) ||
 		!strings.Contains(m, `value: "172.22.0.50"`) {
 		t.Errorf("flannel manifest:\n%s", m)
 	}
@@ -146,6 +153,23 @@ func TestParseConfig(t *testing.T) {
 	}
 	_, err = ParseConfig(`{"kubernetesVersion": "v1.34.4", "packagesURL": "http://x/packages"}`)
 	for _, want := range []string{"packagesURL must end in /", "binaries lacks kubeadm", "registry is empty", "run the site step again"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	// Images: each by a tagged name and a sha256 digest, the sandbox's and
+	// every plugin's among them.
+	c := testConfig()
+	c.Images = []Image{{Name: "registry.k8s.io/pause", Digest: "sha256:" + strings.Repeat("3", 64)},
+		{Name: "registry.k8s.io/etcd:3.6.5-0", Digest: "latest"}}
+	data, err = c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseConfig(data)
+	for _, want := range []string{`images[0].name "registry.k8s.io/pause" is not registry/repository:tag`,
+		`images[1].digest "latest" is not sha256:<64 hex>`, "images lacks the pause image registry.k8s.io/pause:3.10.1",
+		"images lacks plugin flannel's image docker.io/flannel/flannel:v0.27.4"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -90,7 +90,22 @@ systemctl enable containerd kubelet >/dev/null 2>&1
 systemctl restart containerd
 for i in $(seq 60); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
 [ -S /run/containerd/containerd.sock ] || { echo "containerd did not start: see journalctl -u containerd" >&2; exit 4; }
-{{with .Encryption}}
+
+# The cluster's images, each pulled from the stick's registry by the
+# lock's digest (containerd checks every byte against it) and then named
+# by its tag, as kubeadm and the kubelet ask for it: nothing on this host
+# pulls an image by tag.
+pull() { # PINNED NAME
+	local out
+	out=$(ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d "$1" 2>&1) || {
+		printf '%s\n' "$out" | tail -n 5 >&2
+		echo "pulling $1 from the stick's registry failed: check that firstboot status shows the registry serving" >&2
+		exit 8
+	}
+	ctr -n k8s.io images tag --force "$1" "$2" >/dev/null
+}
+{{range .Images}}pull {{shq .Pinned}} {{shq .Name}}
+{{end}}{{with .Encryption}}
 # The cluster's key for Secrets at rest, which the API server reads: the
 # same file on every master. A different one here is another cluster's
 # (or another key's), and replacing it would leave the Secrets its API
