@@ -24,7 +24,8 @@ import (
 // restarts the service when it exits and stops it on SIGTERM; if the
 // supervisor is killed, the kernel kills the service too (PDEATHSIG).
 type Process struct {
-	// Dir holds NAME.pid (the supervisor's pid), NAME.child.pid and NAME.log.
+	// Dir holds NAME.pid (the supervisor's pid), NAME.child.pid (the
+	// service's pid and start time) and NAME.log.
 	Dir string
 	// SupervisorCommand runs RunSupervisor, e.g. {"/usr/bin/firstboot",
 	// "supervise"}; the manager appends "--dir D --name N -- COMMAND...".
@@ -95,7 +96,7 @@ func (m *Process) Stop(ctx context.Context, name string) error {
 	pid := supervisorPID(m.pidFile(name), name)
 	if pid == 0 {
 		// No supervisor: make sure no orphaned child is left.
-		if c := readPID(m.childFile(name)); c > 0 && alive(c) && cmdlineOf(c) != "" {
+		if c := liveChild(m.childFile(name)); c > 0 {
 			syscall.Kill(c, syscall.SIGKILL)
 		}
 		os.Remove(m.pidFile(name))
@@ -128,20 +129,74 @@ func (m *Process) ChildPID(name string) int {
 	if supervisorPID(m.pidFile(name), name) == 0 {
 		return 0
 	}
-	pid := readPID(m.childFile(name))
-	if pid > 0 && alive(pid) {
-		return pid
-	}
-	return 0
+	return liveChild(m.childFile(name))
 }
 
+// readPID reads a pid file's pid (its first field).
 func readPID(path string) int {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(f[0])
 	return pid
+}
+
+// liveChild returns the service process of a child file ("PID START"),
+// if it still runs: a live process of that pid that started at START
+// (startTime). Pids are reused (32768 of them go round in an hour of
+// tests), and a process that merely holds the pid now is never the
+// service; neither is one of a child file without START.
+func liveChild(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 || !alive(pid) {
+		return 0
+	}
+	if start, ok := startTime(pid); !ok || strconv.FormatUint(start, 10) != f[1] {
+		return 0
+	}
+	return pid
+}
+
+// startTime is when process pid started, in clock ticks after boot
+// (/proc/PID/stat's 22nd field): with the pid, it names one process.
+func startTime(pid int) (uint64, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After "pid (comm)" come the fields from the 3rd (state) on.
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
+}
+
+// writeChild records the service process: its pid and start time.
+func writeChild(path string, pid int) error {
+	start, ok := startTime(pid)
+	if !ok {
+		return fmt.Errorf("reading process %d's start time", pid)
+	}
+	return writeFile(path, fmt.Sprintf("%d %d\n", pid, start))
 }
 
 func alive(pid int) bool {
@@ -178,8 +233,13 @@ func supervisorPID(pidFile, name string) int {
 }
 
 func writePID(path string, pid int) error {
+	return writeFile(path, strconv.Itoa(pid)+"\n")
+}
+
+// writeFile replaces path with data whole.
+func writeFile(path, data string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -230,7 +290,9 @@ func RunSupervisor(ctx context.Context, dir, name string, command []string) erro
 		if err := cmd.Start(); err != nil {
 			log.Error("starting service", "service", name, "err", err)
 		} else {
-			writePID(filepath.Join(dir, name+".child.pid"), cmd.Process.Pid)
+			if err := writeChild(filepath.Join(dir, name+".child.pid"), cmd.Process.Pid); err != nil {
+				log.Warn("recording the service's process", "service", name, "err", err)
+			}
 			log.Info("service started", "service", name, "pid", cmd.Process.Pid)
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()

@@ -3,9 +3,11 @@ package supervise
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,6 +104,79 @@ func TestKilledSupervisorTakesTheServiceWithIt(t *testing.T) {
 	child := m.ChildPID("orphan")
 	syscall.Kill(supervisorPID(m.pidFile("orphan"), "orphan"), syscall.SIGKILL)
 	waitFor(t, "the service to die with its supervisor", func() bool { return !alive(child) })
+}
+
+// TestStopSparesARecycledPid: with no supervisor left, Stop kills the
+// process its child file names only if that process is the service (the
+// pid and its start time agree): a process that was given the pid
+// afterwards lives on, and one whose child file has no start time too.
+func TestStopSparesARecycledPid(t *testing.T) {
+	m := testManager(t)
+	ctx := context.Background()
+	stranger := exec.Command("/bin/sleep", "1000")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { stranger.Wait(); close(exited) }()
+	t.Cleanup(func() { stranger.Process.Kill(); <-exited })
+	pid := stranger.Process.Pid
+	start, ok := startTime(pid)
+	if !ok {
+		t.Fatalf("no start time for pid %d", pid)
+	}
+	for _, record := range []string{fmt.Sprintf("%d %d\n", pid, start+1), fmt.Sprintf("%d\n", pid)} {
+		if err := os.WriteFile(m.childFile("gone"), []byte(record), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Stop(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if killed(pid, exited) {
+			t.Fatalf("Stop killed pid %d, which the child file %q names but is not the service", pid, record)
+		}
+	}
+	if err := writeChild(m.childFile("gone"), pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("Stop left the orphaned service (pid %d) running", pid)
+	}
+}
+
+// killed says whether pid has been sent SIGKILL: once kill(2) returns,
+// the signal is pending on its threads (SigPnd), or it is a zombie, or
+// its parent (this test, through exited) has reaped it.
+func killed(pid int, exited <-chan struct{}) bool {
+	select {
+	case <-exited:
+		return true
+	default:
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(v, 16, 64); err == nil && mask&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestServiceValidation(t *testing.T) {
