@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -769,26 +770,15 @@ func checkPulledByDigest(t *testing.T, ctx context.Context, kubectl, data, hostI
 		t.Errorf("the install ConfigMap: %v", err)
 		return
 	}
-	byDigest := map[string]bool{}
-	var byTag []string
 	lf, err := os.Open(filepath.Join(data, "registry", "access.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(lf)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e registry.LogEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "manifest" || e.Status != 200 || !strings.HasPrefix(e.Remote, hostIP+":") {
-			continue
-		}
-		if strings.HasPrefix(e.Reference, "sha256:") {
-			byDigest[e.NS+"/"+e.Repo+"@"+e.Reference] = true
-		} else {
-			byTag = append(byTag, e.Method+" "+e.NS+"/"+e.Repo+":"+e.Reference)
-		}
-	}
+	byDigest, byTag, err := hostPulls(lf, hostIP)
 	lf.Close()
+	if err != nil {
+		t.Errorf("the registry's access log: %v", err)
+	}
 	if len(byTag) > 0 {
 		t.Errorf("%s fetched %d manifests by tag from the stick's registry, want none: %v", hostIP, len(byTag), byTag)
 	}
@@ -814,4 +804,32 @@ func checkPulledByDigest(t *testing.T, ctx context.Context, kubectl, data, hostI
 	if !t.Failed() {
 		t.Logf("%s pulled all %d of its images by digest, none by tag (%d manifests by digest): %s", hostIP, len(cfg.Images), len(byDigest), strings.Join(pinned, ", "))
 	}
+}
+
+// hostPulls reads the registry's access log: the manifests the machine
+// at hostIP fetched by digest (registry/repository@sha256:...) and those
+// it asked for by tag. The log names a request by tag with its reference
+// (the tag) and the digest it served; a request by digest with the digest
+// alone.
+func hostPulls(log io.Reader, hostIP string) (map[string]bool, []string, error) {
+	byDigest := map[string]bool{}
+	var byTag []string
+	sc := bufio.NewScanner(log)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var e registry.LogEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return byDigest, byTag, fmt.Errorf("line %d: %w", n, err)
+		}
+		if e.Kind != "manifest" || e.Status != 200 || !strings.HasPrefix(e.Remote, hostIP+":") {
+			continue
+		}
+		switch {
+		case e.Reference != "":
+			byTag = append(byTag, e.Method+" "+e.NS+"/"+e.Repo+":"+e.Reference)
+		case e.Digest != "":
+			byDigest[e.NS+"/"+e.Repo+"@"+e.Digest] = true
+		}
+	}
+	return byDigest, byTag, sc.Err()
 }
