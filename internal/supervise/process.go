@@ -173,21 +173,26 @@ func liveChild(path string) int {
 // startTime is when process pid started, in clock ticks after boot
 // (/proc/PID/stat's 22nd field): with the pid, it names one process.
 func startTime(pid int) (uint64, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, false
-	}
-	// After "pid (comm)" come the fields from the 3rd (state) on.
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
+	f, err := statFields(pid)
+	if err != nil || len(f) < 20 {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(f[19], 10, 64)
 	return v, err == nil
+}
+
+// statFields are /proc/PID/stat's fields after "pid (comm)", from the
+// 3rd (state) on; none when the line has no comm.
+func statFields(pid int) ([]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return nil, nil
+	}
+	return strings.Fields(string(data[i+1:])), nil
 }
 
 // writeChild records the service process: its pid and start time.
@@ -204,14 +209,11 @@ func alive(pid int) bool {
 		return false
 	}
 	// A zombie is not alive.
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return false
 	}
-	if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) {
-		return data[i+2] != 'Z'
-	}
-	return true
+	return len(f) == 0 || f[0] != "Z"
 }
 
 func cmdlineOf(pid int) string {
