@@ -1,7 +1,6 @@
 package firstboot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -814,15 +813,9 @@ func checkPulledByDigest(t *testing.T, ctx context.Context, kubectl, data, hostI
 func hostPulls(log io.Reader, hostIP string) (map[string]bool, []string, error) {
 	byDigest := map[string]bool{}
 	var byTag []string
-	sc := bufio.NewScanner(log)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var e registry.LogEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return byDigest, byTag, fmt.Errorf("line %d: %w", n, err)
-		}
+	err := registry.ReadAccessLog(log, func(e registry.LogEntry) {
 		if e.Kind != "manifest" || e.Status != 200 || !strings.HasPrefix(e.Remote, hostIP+":") {
-			continue
+			return
 		}
 		switch {
 		case e.Reference != "":
@@ -830,6 +823,6 @@ func hostPulls(log io.Reader, hostIP string) (map[string]bool, []string, error) 
 		case e.Digest != "":
 			byDigest[e.NS+"/"+e.Repo+"@"+e.Digest] = true
 		}
-	}
-	return byDigest, byTag, sc.Err()
+	})
+	return byDigest, byTag, err
 }

@@ -66,12 +66,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// ServedManifests reads an access log (one LogEntry per line) and returns
-// what it served: each manifest's reference as registry/repository:tag
-// when it was asked for by tag, and each manifest's digest. Failed
-// requests and blobs do not count.
-func ServedManifests(log io.Reader) (map[string]bool, error) {
-	out := map[string]bool{}
+// ReadAccessLog calls fn with each entry of an access log (one LogEntry
+// per line; blank lines are skipped). A line that is not an entry ends it
+// with an error naming the line.
+func ReadAccessLog(log io.Reader, fn func(LogEntry)) error {
 	sc := bufio.NewScanner(log)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -80,10 +78,22 @@ func ServedManifests(log io.Reader) (map[string]bool, error) {
 		}
 		var e LogEntry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, fmt.Errorf("registry access log line %d: %w", n, err)
+			return fmt.Errorf("registry access log line %d: %w", n, err)
 		}
+		fn(e)
+	}
+	return sc.Err()
+}
+
+// ServedManifests reads an access log (one LogEntry per line) and returns
+// what it served: each manifest's reference as registry/repository:tag
+// when it was asked for by tag, and each manifest's digest. Failed
+// requests and blobs do not count.
+func ServedManifests(log io.Reader) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := ReadAccessLog(log, func(e LogEntry) {
 		if e.Kind != "manifest" || e.Status != 200 {
-			continue
+			return
 		}
 		if e.Reference != "" && !strings.HasPrefix(e.Reference, "sha256:") {
 			out[e.NS+"/"+e.Repo+":"+e.Reference] = true
@@ -91,6 +101,6 @@ func ServedManifests(log io.Reader) (map[string]bool, error) {
 		if e.Digest != "" {
 			out[e.Digest] = true
 		}
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
