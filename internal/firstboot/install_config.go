@@ -1,7 +1,6 @@
 package firstboot
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -58,26 +57,22 @@ func installConfig(n *node, provisioning string) (*install.Config, error) {
 	for name, image := range lock.Plugins() {
 		c.Plugins[name] = install.Plugin{Image: image}
 	}
-	if c.Images, err = hostImages(lock, c); err != nil {
+	// kubeadm names its images from kube-apiserver's registry, as
+	// kubeadmConfig does for this machine's own cluster.
+	api, err := n.bundle.findImage("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	if c.Images, err = hostImages(lock, api.Registry, c); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
 // hostImages are the images the application cluster's hosts run, with the
-// lock's digests: the Kubernetes release's (every image of the registry
-// kube-apiserver's image is named in, which kubeadm names its images
-// from), the sandbox's and the plugins'.
-func hostImages(lock *bundle.Lock, c *install.Config) ([]install.Image, error) {
-	var kubeRegistry string
-	for _, im := range lock.Images {
-		if r, err := registry.ParseRef(im.Ref); err == nil && r.Repository == "kube-apiserver" {
-			kubeRegistry = r.Registry
-		}
-	}
-	if kubeRegistry == "" {
-		return nil, errors.New("bundle.lock has no kube-apiserver image: the hosts' images cannot be named (rebuild the stick)")
-	}
+// lock's digests: the Kubernetes release's (every image of kubeRegistry,
+// which kubeadm names its images from), the sandbox's and the plugins'.
+func hostImages(lock *bundle.Lock, kubeRegistry string, c *install.Config) ([]install.Image, error) {
 	wanted := map[string]bool{c.PauseImage: true}
 	for _, p := range c.Plugins {
 		wanted[p.Image] = true

@@ -22,7 +22,7 @@ func TestHostImages(t *testing.T) {
 	for name, image := range lock.Plugins() {
 		c.Plugins[name] = install.Plugin{Image: image}
 	}
-	got, err := hostImages(lock, c)
+	got, err := hostImages(lock, "registry.k8s.io", c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestHostImages(t *testing.T) {
 			lock.Images[i].Digest = ""
 		}
 	}
-	if _, err := hostImages(lock, c); err == nil || !strings.Contains(err.Error(), "registry.k8s.io/etcd:") || !strings.Contains(err.Error(), "no digest") {
+	if _, err := hostImages(lock, "registry.k8s.io", c); err == nil || !strings.Contains(err.Error(), "registry.k8s.io/etcd:") || !strings.Contains(err.Error(), "no digest") {
 		t.Errorf("a lock image with no digest: %v", err)
 	}
 }
