@@ -9,14 +9,16 @@ import (
 	"github.com/bootstick/bootstick/internal/bundle"
 )
 
-// TestHostImages: from the default stick's lock, the hosts are given the
+// TestHostImages: from a lock with the default stick's images (its images
+// and binaries, copied from a build's bundle/default.lock: that file is
+// made by the build and is not in a fresh clone), the hosts are given the
 // Kubernetes release's images, the sandbox's and flannel's, each with the
 // lock's digest, and none of the appliance's own (Ironic, BMO, the BPA);
 // a lock image without a digest is refused, naming it.
 func TestHostImages(t *testing.T) {
-	lock, err := bundle.ReadLock("../../bundle/default.lock")
+	lock, err := bundle.ReadLock("testdata/hosts.lock")
 	if err != nil || lock == nil {
-		t.Fatalf("reading the default lock: %v", err)
+		t.Fatalf("reading testdata/hosts.lock: lock %v, error %v", lock != nil, err)
 	}
 	c := &install.Config{PauseImage: "registry.k8s.io/pause:3.10.1", Plugins: map[string]install.Plugin{}}
 	for name, image := range lock.Plugins() {
