@@ -423,6 +423,35 @@ func (m *Machine) CheckKernel(ctx context.Context) []error {
 	return []error{fmt.Errorf("the kernel logged %d faults; the first: %s", len(faults), strings.Join(faults[:min(len(faults), 5)], " | "))}
 }
 
+// CheckFirewall checks that the appliance loaded its firewall (package
+// firewall): the provisioning interface's traffic goes to a chain that
+// accepts the hosts' services (DHCP, TFTP, NTP, the registry, Ironic's
+// API and image server) and refuses the rest; the API server and sshd
+// are not among them (the test site opens neither).
+func (m *Machine) CheckFirewall(ctx context.Context) []error {
+	out, err := m.Run(ctx, "nft list table inet bootstick")
+	if err != nil {
+		return []error{fmt.Errorf("the firewall's table: %w\n%s", err, out)}
+	}
+	var errs []error
+	for _, want := range []string{`iifname "` + qemu.ProvisioningNICName + `" jump provisioning`,
+		"udp dport 67 accept", "udp dport 69 accept", "udp dport 123 accept",
+		"tcp dport 5000 accept", "tcp dport 6180 accept", "tcp dport 6385 accept", "reject with icmpx admin-prohibited"} {
+		if !strings.Contains(out, want) {
+			errs = append(errs, fmt.Errorf("the firewall's table lacks %q:\n%s", want, out))
+		}
+	}
+	for _, port := range []string{"dport 22 ", "dport 6443 ", "dport 2379 ", "dport 10250 "} {
+		if strings.Contains(out, port) {
+			errs = append(errs, fmt.Errorf("the firewall opens %q to the provisioning network, which the site does not ask for:\n%s", port, out))
+		}
+	}
+	if rep, err := m.Status(ctx); err != nil || !strings.HasPrefix(rep.Firewall, "loaded: ") {
+		errs = append(errs, fmt.Errorf("firstboot status does not show the firewall loaded (%v): %+v", err, rep))
+	}
+	return errs
+}
+
 // CheckHostKey checks that sshd shows the machine's own host key: the one
 // the SSH client saw is the one kept on the data disk, and the stick's
 // file systems carry none.

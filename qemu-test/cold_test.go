@@ -174,6 +174,9 @@ func checkAppliance(t *testing.T, ctx context.Context, run *Run, m *Machine) {
 	for _, err := range m.CheckKernel(ctx) {
 		run.Errorf("%v", err)
 	}
+	for _, err := range m.CheckFirewall(ctx) {
+		run.Errorf("%v", err)
+	}
 	// The test site names no gateway (slirp's network, restrict=on, has no
 	// router): the appliance comes up on its provisioning address.
 	t.Run("NoRouter", func(t *testing.T) {
@@ -272,11 +275,16 @@ func (r *Run) BootWith(ctx context.Context, s *Stick, o BootOptions, name string
 func (r *Run) cleanup() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The last machine's console tail is said again with the failures:
+	// CI keeps only the output's ends, and the serial log kept under
+	// out/ goes with CI's clone.
+	var tail string
 	for i, m := range r.machines {
 		last := i == len(r.machines)-1
 		if r.t.Failed() {
 			if last {
 				r.t.Log(m.Diagnose(context.Background()))
+				tail = fmt.Sprintf("%s's console, last lines (%s from power-on):\n%s", m.Mode, m.Since().Round(time.Second), m.Console.Tail(12))
 				r.timeTable(m, fmt.Sprintf("%s (%s), failed", r.t.Name(), m.Mode))
 			}
 			if err := keepLog(m.VM.SerialLog, filepath.Join(r.logs, fmt.Sprintf("%s-%s-boot%d-serial.log", strings.ReplaceAll(r.t.Name(), "/", "_"), m.Mode, i+1))); err != nil {
@@ -290,7 +298,7 @@ func (r *Run) cleanup() {
 	r.stop()
 	os.RemoveAll(r.Dir)
 	if len(r.failures) > 0 {
-		r.t.Logf("%s failed (the diagnosis is above):\n  %s", r.t.Name(), strings.Join(r.failures, "\n  "))
+		r.t.Logf("%s failed (the diagnosis is above):\n  %s\n%s", r.t.Name(), strings.Join(r.failures, "\n  "), tail)
 	}
 }
 

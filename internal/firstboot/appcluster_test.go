@@ -70,6 +70,37 @@ func checkClock(t *testing.T, data, name, ip string) {
 	}
 }
 
+// checkFirewallFromHost: from a provisioned host (a machine of the
+// provisioning network), the bootstrap machine's registry answers, and
+// its sshd, etcd, API server and kubelet are refused by its firewall:
+// "No route to host" (ICMP administratively prohibited), not the
+// "Connection refused" of a port nobody listens on.
+func checkFirewallFromHost(t *testing.T, data, name, ip string) {
+	t.Helper()
+	c, err := sshDial(data, name, ip)
+	if err != nil {
+		t.Errorf("SSH to %s at %s: %v", name, ip, err)
+		return
+	}
+	defer c.Close()
+	for _, p := range []struct {
+		port int
+		what string
+		open bool
+	}{{5000, "the registry", true}, {22, "sshd", false}, {2379, "etcd", false}, {6443, "the API server", false}, {10250, "the kubelet", false}} {
+		out, _ := sshOutput(c, fmt.Sprintf("timeout 10 bash -c 'exec 3<>/dev/tcp/%s/%d' 2>&1 && echo connected", m3Address, p.port))
+		out = strings.TrimSpace(out)
+		switch {
+		case p.open && !strings.HasSuffix(out, "connected"):
+			t.Errorf("%s to the bootstrap machine's %s (%s:%d): %q, want a connection", name, p.what, m3Address, p.port, out)
+		case !p.open && !strings.Contains(out, "No route to host"):
+			t.Errorf("%s to the bootstrap machine's %s (%s:%d): %q, want refused by its firewall (No route to host)", name, p.what, m3Address, p.port, out)
+		default:
+			t.Logf("firewall: %s to the bootstrap machine's %-14s (port %5d): %s", name, p.what, p.port, out)
+		}
+	}
+}
+
 // runSite runs firstboot in host mode from the stick iso with the site
 // at sitePath, its output in a log whose tail a failure shows, and
 // returns how long it took (until every host is provisioned) and the
@@ -268,6 +299,7 @@ func TestAppClusterDHCPClock(t *testing.T) {
 			t.Logf("node-0's addresses and default route:\n%s", out)
 		}
 		checkClock(t, h.data, "node-0", hostIP)
+		checkFirewallFromHost(t, h.data, "node-0", hostIP)
 	}
 	var pods struct {
 		Items []struct {

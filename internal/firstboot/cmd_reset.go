@@ -25,6 +25,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/containerd"
+	"github.com/bootstick/bootstick/internal/firewall"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/status"
 	"github.com/bootstick/bootstick/internal/supervise"
@@ -103,6 +104,9 @@ func resetHost(ctx context.Context, p paths, binDir string) error {
 	}
 	for _, tool := range []string{"iptables", "ip6tables"} {
 		note("removing "+tool+" rules", dropRules(ctx, tool))
+	}
+	if nft, err := firewall.Find(); err == nil {
+		note("removing the firewall", firewall.Remove(ctx, nft))
 	}
 	for _, dir := range []string{p.Data, p.Run, p.Etc, "/etc/kubernetes", "/var/lib/kubelet",
 		"/var/lib/cni/networks/bootstick", status.DefaultIssuePath} {

@@ -72,6 +72,7 @@ func buildStatus(p paths) (status.Report, error) {
 			c.Digest, c.Detail, c.Image, c.Path))
 	}
 	r := status.Build(in)
+	r.Firewall = firewallStatus(p)
 	hosts, err := sitestep.ReadHosts(p.hostsFile())
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())

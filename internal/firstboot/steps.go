@@ -9,6 +9,7 @@ func hostSteps(n *node) []pipeline.Step {
 	return []pipeline.Step{
 		preflightStep(n),
 		bundleStep(n),
+		firewallStep(n),
 		clockStep(n),
 		dataDiskStep(n),
 		registryStep(n),

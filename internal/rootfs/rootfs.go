@@ -45,6 +45,8 @@ var DefaultPackages = []string{
 	"ca-certificates", "openssh-server", "e2fsprogs", "util-linux",
 	// The site's clock (firstboot's clock step runs chronyd).
 	"chrony",
+	// The appliance's firewall (firstboot's firewall step loads it with nft).
+	"nftables",
 }
 
 // Names of the files in a cache entry and in the ISO's /live folder.

@@ -73,6 +73,13 @@ type ProvisioningNetwork struct {
 	// virtual media with a static address on its boot NIC is never
 	// answered. Set at first boot: site apply cannot change it.
 	DHCPHosts string `yaml:"dhcpHosts,omitempty"`
+	// Open names services of this machine the provisioning network may
+	// reach besides what the hosts need of it (DHCP, TFTP, NTP, Ironic's
+	// API and image server, the registry), which is all it reaches
+	// otherwise: "ssh" (sshd) and "kubernetes-api" (the API server), for
+	// a site whose operators reach this machine on that network. The
+	// kubelet and etcd are never opened (internal/firewall).
+	Open []string `yaml:"open,omitempty"`
 }
 
 // The values of bootstrap.provisioning.dhcpHosts.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/bootstick/bootstick/internal/firewall"
 	"github.com/bootstick/bootstick/internal/netdata"
 )
 
@@ -104,6 +105,16 @@ func (b *Bootstrap) validate(p *field.Path) field.ErrorList {
 
 	if !contains(dhcpHostsModes, prov.DHCPHosts) {
 		errs = append(errs, field.NotSupported(pp.Child("dhcpHosts"), prov.DHCPHosts, dhcpHostsModes))
+	}
+	seen := map[string]bool{}
+	for i, name := range prov.Open {
+		switch {
+		case !contains(firewall.OptionalNames(), name):
+			errs = append(errs, field.NotSupported(pp.Child("open").Index(i), name, firewall.OptionalNames()))
+		case seen[name]:
+			errs = append(errs, field.Duplicate(pp.Child("open").Index(i), name))
+		}
+		seen[name] = true
 	}
 
 	if ext := b.External; ext != nil {

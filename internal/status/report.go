@@ -22,6 +22,9 @@ type Report struct {
 	LastError *ErrorReport `json:"lastError,omitempty"`
 	// Problems are other things found wrong, e.g. corrupted blobs.
 	Problems []string `json:"problems,omitempty"`
+	// Firewall says whether the provisioning network's firewall is in
+	// the kernel; empty before firstboot's firewall step loaded it.
+	Firewall string `json:"firewall,omitempty"`
 	// Cluster is the node and its pods; nil before kubeadm init.
 	Cluster *Cluster `json:"cluster,omitempty"`
 	// Hosts are the site's hosts with their provisioning state.
@@ -238,6 +241,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "\nproblem: %s\n", p)
+	}
+	if r.Firewall != "" {
+		fmt.Fprintf(&b, "\nfirewall: %s\n", r.Firewall)
 	}
 	if c := r.Cluster; c != nil {
 		b.WriteString("\n")
