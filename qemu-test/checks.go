@@ -436,7 +436,7 @@ func (m *Machine) CheckFirewall(ctx context.Context) []error {
 	var errs []error
 	for _, want := range []string{`iifname "` + qemu.ProvisioningNICName + `" jump provisioning`,
 		"udp dport 67 accept", "udp dport 69 accept", "udp dport 123 accept",
-		"tcp dport 5000 accept", "tcp dport 6180 accept", "tcp dport 6385 accept", "reject with icmpx admin-prohibited"} {
+		"tcp dport 5000 accept", "tcp dport 6180 accept", "tcp dport 6385 accept", `reject with icmpx admin-prohibited comment "everything else"`} {
 		if !strings.Contains(out, want) {
 			errs = append(errs, fmt.Errorf("the firewall's table lacks %q:\n%s", want, out))
 		}

@@ -10,13 +10,12 @@
 // image server (iPXE scripts, the ramdisk, the OS images and the
 // packages) and the registry (the hosts' images). The API server, the
 // kubelet, etcd, sshd and anything else are refused there unless the site
-// opens them (Optional). Nothing is forwarded between the provisioning
-// network and any other, but the hosts' queries to the site's DNS
-// servers (DHCP names this machine their router): a host reaches no other
-// network through this machine, and no other network reaches the hosts
-// through it. Refusals
-// are ICMP "administratively prohibited", so a client sees at once that
-// a firewall refused it, not a missing service.
+// opens them (Optional). Nothing is forwarded from the provisioning
+// network or into it, but what the site asks for: between the site's
+// hosts (this machine is their DHCP router), the hosts' queries to the
+// site's DNS servers, and this machine's pods' connections to the hosts
+// and BMCs. Refusals are ICMP "administratively prohibited", so a client
+// sees at once that a firewall refused it, not a missing service.
 package firewall
 
 import (
@@ -47,6 +46,7 @@ type Service struct {
 // HostServices are what the site's hosts need of this machine.
 var HostServices = []Service{
 	{"DHCP (Ironic's dnsmasq)", "udp", 67},
+	{"DHCPv6 (Ironic's dnsmasq, on an IPv6 provisioning network)", "udp", 547},
 	{"TFTP (Ironic's dnsmasq: iPXE)", "udp", 69},
 	{"NTP (the site's clock)", "udp", 123},
 	{"the registry (the hosts' images)", "tcp", 5000},
@@ -75,14 +75,20 @@ func OptionalNames() []string {
 type Config struct {
 	// Provisioning is the provisioning network's interface.
 	Provisioning string
-	// External is the external network's interface; "" when the site
-	// names none.
-	External string
 	// Open are names of Optional the provisioning network may reach too.
 	Open []string
-	// DNS are the site's DNS servers, which DHCP hands to the
-	// hosts with this machine as their router: the hosts' queries to them
-	// are forwarded, and nothing else.
+	// PodCIDR is this machine's pod range: its pods (the BPA's SSH, the
+	// baremetal-operator's BMC calls) reach into the provisioning network.
+	PodCIDR netip.Prefix
+	// Hosts are the site's hosts' static cluster addresses: this machine
+	// is the router of a host that has no leg on another host's cluster
+	// network, and routes between them, one way (the other answers
+	// directly), so statelessly.
+	Hosts []netip.Addr
+	// DNS are the site's DNS servers, which DHCP hands to the hosts with
+	// this machine as their router: the hosts' queries to them are
+	// forwarded (the servers need a route back to the provisioning
+	// network: nothing is translated).
 	DNS []netip.Addr
 }
 
@@ -93,19 +99,20 @@ var ifname = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
 // Render returns the ruleset, a file for `nft -f`.
 func (c Config) Render() ([]byte, error) {
 	if !ifname.MatchString(c.Provisioning) {
-		return nil, fmt.Errorf("firewall: the provisioning interface %q is not an interface name", c.Provisioning)
+		return nil, fmt.Errorf("the provisioning interface %q is not an interface name", c.Provisioning)
 	}
-	if c.External != "" && (!ifname.MatchString(c.External) || c.External == c.Provisioning) {
-		return nil, fmt.Errorf("firewall: the external interface %q is not an interface name other than the provisioning one", c.External)
+	if !c.PodCIDR.IsValid() {
+		return nil, errors.New("no pod range: the pods' connections to the hosts could not be told apart")
 	}
 	services := slices.Clone(HostServices)
 	for _, name := range c.Open {
 		s, ok := Optional[name]
 		if !ok {
-			return nil, fmt.Errorf("firewall: %q cannot be opened to the provisioning network (it can open %s)", name, strings.Join(OptionalNames(), ", "))
+			return nil, fmt.Errorf("%q cannot be opened to the provisioning network (it can open %s)", name, strings.Join(OptionalNames(), ", "))
 		}
 		services = append(services, s)
 	}
+	p := c.Provisioning
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `# bootstick: the appliance's firewall (firstboot's firewall step, package
 # internal/firewall). Loading it replaces the table in one transaction.
@@ -121,41 +128,48 @@ table inet %[1]s {
 		ct state established,related accept
 		ct state invalid drop
 		meta l4proto { icmp, ipv6-icmp } accept
-`, Table, c.Provisioning)
+`, Table, p)
 	for _, s := range services {
 		fmt.Fprintf(&b, "\t\t%s dport %d accept comment %q\n", s.Proto, s.Port, s.Name)
 	}
-	b.WriteString(`		counter reject with icmpx admin-prohibited comment "everything else"
+	fmt.Fprintf(&b, `		counter reject with icmpx admin-prohibited comment "everything else"
 	}
-	# No connection starts in the provisioning network and leaves it
-	# through this machine (to another network, a pod, a node port), but
-	# the hosts' DNS queries to the site's servers; none starts in the
-	# external network and enters it. The pods' own connections to the
-	# hosts and BMCs (the BPA's SSH, the baremetal-operator's) pass, and
-	# every allowed connection's answers.
+	# Nothing is forwarded from the provisioning network or into it, but
+	# between its own machines (a bridge), between the site's hosts (this
+	# machine is their router), the hosts' DNS queries to the site's
+	# servers, this machine's pods' connections to the hosts and BMCs,
+	# and every allowed connection's answers.
 	chain forward {
 		type filter hook forward priority filter; policy accept;
 		ct state established,related accept
-`)
-	for _, fam := range []struct {
-		ip string
-		is func(netip.Addr) bool
-	}{{"ip", netip.Addr.Is4}, {"ip6", netip.Addr.Is6}} {
-		var addrs []string
-		for _, a := range c.DNS {
-			if fam.is(a) {
-				addrs = append(addrs, a.String())
+		iifname "%[1]s" oifname "%[1]s" accept comment "within the provisioning network"
+`, p)
+	rule := func(format string, addrs []netip.Addr, args ...any) {
+		for _, fam := range []struct {
+			ip string
+			is func(netip.Addr) bool
+		}{{"ip", netip.Addr.Is4}, {"ip6", netip.Addr.Is6}} {
+			var set []string
+			for _, a := range addrs {
+				if fam.is(a) {
+					set = append(set, a.String())
+				}
+			}
+			if len(set) > 0 {
+				fmt.Fprintf(&b, "\t\t"+format+"\n", append([]any{fam.ip, strings.Join(set, ", ")}, args...)...)
 			}
 		}
-		if len(addrs) > 0 {
-			fmt.Fprintf(&b, "\t\tiifname \"%s\" %s daddr { %s } meta l4proto { tcp, udp } th dport 53 accept comment \"the site's DNS servers\"\n",
-				c.Provisioning, fam.ip, strings.Join(addrs, ", "))
-		}
 	}
-	fmt.Fprintf(&b, "\t\tiifname \"%s\" counter reject with icmpx admin-prohibited comment \"from the provisioning network\"\n", c.Provisioning)
-	if c.External != "" {
-		fmt.Fprintf(&b, "\t\tiifname \"%s\" oifname \"%s\" counter reject with icmpx admin-prohibited comment \"from the external network\"\n", c.External, c.Provisioning)
+	rule(`iifname "%[3]s" %[1]s daddr { %[2]s } accept comment "to the site's hosts"`, c.Hosts, p)
+	rule(`iifname "%[3]s" %[1]s daddr { %[2]s } meta l4proto { tcp, udp } th dport 53 accept comment "the site's DNS servers"`, c.DNS, p)
+	fmt.Fprintf(&b, "\t\tiifname \"%s\" counter reject with icmpx admin-prohibited comment \"from the provisioning network\"\n", p)
+	rule(`oifname "%[3]s" %[1]s saddr { %[2]s } accept comment "from the site's hosts"`, c.Hosts, p)
+	fam := "ip"
+	if c.PodCIDR.Addr().Is6() {
+		fam = "ip6"
 	}
+	fmt.Fprintf(&b, "\t\toifname \"%s\" %s saddr %s accept comment \"this machine's pods\"\n", p, fam, c.PodCIDR.Masked())
+	fmt.Fprintf(&b, "\t\toifname \"%s\" counter reject with icmpx admin-prohibited comment \"into the provisioning network\"\n", p)
 	b.WriteString("\t}\n}\n")
 	return b.Bytes(), nil
 }
@@ -168,15 +182,25 @@ func Apply(ctx context.Context, nft, file string) error {
 	return nil
 }
 
-// Loaded reports whether the table is in the kernel.
-func Loaded(ctx context.Context, nft string) bool {
-	return exec.CommandContext(ctx, nft, "list", "table", "inet", Table).Run() == nil
+// Loaded reports whether the table is in the kernel; an error when nft
+// cannot tell (not root, say).
+func Loaded(ctx context.Context, nft string) (bool, error) {
+	out, err := command.Output(ctx, command.Options{}, nft, "list", "table", "inet", Table)
+	if err == nil {
+		return len(out) > 0, nil
+	}
+	var ce *command.Error
+	if errors.As(err, &ce) && strings.Contains(ce.Tail, "No such file or directory") {
+		return false, nil
+	}
+	return false, fmt.Errorf("reading the firewall (nft list table inet %s): %w", Table, err)
 }
 
 // Remove deletes the table; no table is not an error.
 func Remove(ctx context.Context, nft string) error {
-	if !Loaded(ctx, nft) {
-		return nil
+	loaded, err := Loaded(ctx, nft)
+	if err != nil || !loaded {
+		return err
 	}
 	if _, err := command.Output(ctx, command.Options{}, nft, "delete", "table", "inet", Table); err != nil {
 		return fmt.Errorf("removing the firewall (nft delete table inet %s): %w", Table, err)

@@ -87,7 +87,7 @@ func checkFirewallFromHost(t *testing.T, data, name, ip string) {
 		port int
 		what string
 		open bool
-	}{{5000, "the registry", true}, {22, "sshd", false}, {2379, "etcd", false}, {6443, "the API server", false}, {10250, "the kubelet", false}} {
+	}{{5000, "registry", true}, {22, "sshd", false}, {2379, "etcd", false}, {6443, "API server", false}, {10250, "kubelet", false}} {
 		out, _ := sshOutput(c, fmt.Sprintf("timeout 10 bash -c 'exec 3<>/dev/tcp/%s/%d' 2>&1 && echo connected", m3Address, p.port))
 		out = strings.TrimSpace(out)
 		switch {
@@ -96,7 +96,7 @@ func checkFirewallFromHost(t *testing.T, data, name, ip string) {
 		case !p.open && !strings.Contains(out, "No route to host"):
 			t.Errorf("%s to the bootstrap machine's %s (%s:%d): %q, want refused by its firewall (No route to host)", name, p.what, m3Address, p.port, out)
 		default:
-			t.Logf("firewall: %s to the bootstrap machine's %-14s (port %5d): %s", name, p.what, p.port, out)
+			t.Logf("firewall: %s to the bootstrap machine's %-10s (port %5d): %s", name, p.what, p.port, out)
 		}
 	}
 }

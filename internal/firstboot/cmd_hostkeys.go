@@ -19,7 +19,7 @@ func init() {
 		Usage: "ssh-host-keys [--data DIR]",
 		Short: "(on the stick, before sshd) replace the stick's built-in sshd host keys with this machine's own, kept on the data disk",
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-			data := fs.String("data", "/var/lib/bootstick", "the data disk's mount point")
+			data := fs.String("data", defaultData, "the data disk's mount point")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err

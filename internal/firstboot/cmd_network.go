@@ -10,6 +10,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cli"
 	"github.com/bootstick/bootstick/internal/hostnet"
+	"github.com/bootstick/bootstick/internal/site"
 )
 
 // defaultSite is where mkusb build --site puts the site on the stick.
@@ -44,7 +45,20 @@ func init() {
 					fmt.Fprintf(os.Stderr, "firstboot network: the site names no gateway: the default route goes onto the provisioning network (%s), and the node's address is %s\n",
 						c.Links[0].Interface, c.Links[0].Address)
 				}
-				return hostnet.Apply(ctx, c, hostnet.Options{})
+				if err := hostnet.Apply(ctx, c, hostnet.Options{}); err != nil {
+					return err
+				}
+				// The firewall before sshd and firstboot start: firstboot's
+				// firewall step checks it, and fails loudly if it is not
+				// loaded; a login stays possible here either way.
+				early, err := site.ParseEarly(*sitePath, data)
+				if err == nil {
+					err = loadFirewall(ctx, early, "", defaultPaths(defaultData).firewallRules())
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "firstboot network: the firewall is not loaded (firstboot's firewall step tries again): %v\n", err)
+				}
+				return nil
 			}
 		},
 	})

@@ -37,7 +37,7 @@ func init() {
 		Usage: "reset [--data DIR] [--bin-dir DIR]",
 		Short: "undo a host-mode install: our processes, mounts, CNI interface, iptables rules and folders",
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-			data := fs.String("data", "/var/lib/bootstick", "where persistent state lives")
+			data := fs.String("data", defaultData, "where persistent state lives")
 			binDir := fs.String("bin-dir", "", "where kubeadm is (default: as for run)")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {

@@ -50,7 +50,7 @@ func init() {
 			var o siteApplyOptions
 			fs.StringVar(&o.site, "site", "", "the site file (required; or give it as the argument)")
 			fs.StringVar(&o.bundle, "bundle", liveBundle, "the bundle firstboot run used: a folder, or a stick's ISO file")
-			data := fs.String("data", "/var/lib/bootstick", "where persistent state lives (the data disk's mount point), as for firstboot run")
+			data := fs.String("data", defaultData, "where persistent state lives (the data disk's mount point), as for firstboot run")
 			fs.StringVar(&o.kubeconfig, "kubeconfig", "", "this machine's cluster (default: kubeadm's admin.conf, or kind mode's on the data folder)")
 			fs.StringVar(&o.ageIdentity, "age-identity", "", "age identity file for encrypted passwords (default: age/identity.txt on the data disk, when there)")
 			fs.StringVar(&o.registryAddr, "registry", "127.0.0.1:5000", "the bundle registry's loopback listen address, as given to firstboot run")

@@ -35,7 +35,7 @@ func init() {
 		Short: "show each step's state and duration, and the last error with a hint",
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 			asJSON := fs.Bool("json", false, "print JSON")
-			data := fs.String("data", "/var/lib/bootstick", "where persistent state lives")
+			data := fs.String("data", defaultData, "where persistent state lives")
 			return func(ctx context.Context, args []string) error {
 				if err := cli.NoArgs(args); err != nil {
 					return err
@@ -72,7 +72,10 @@ func buildStatus(p paths) (status.Report, error) {
 			c.Digest, c.Detail, c.Image, c.Path))
 	}
 	r := status.Build(in)
-	r.Firewall = firewallStatus(p)
+	var problem bool
+	if r.Firewall, problem = firewallStatus(p); problem {
+		r.Problems = append(r.Problems, "firewall "+r.Firewall)
+	}
 	hosts, err := sitestep.ReadHosts(p.hostsFile())
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())

@@ -35,6 +35,9 @@ type paths struct {
 	State string // firstboot's state file and lock
 }
 
+// defaultData is --data's default: the data disk's mount point.
+const defaultData = "/var/lib/bootstick"
+
 func defaultPaths(data string) paths {
 	return paths{Data: data, Run: "/run/bootstick", Etc: "/etc/bootstick", State: filepath.Join(data, "firstboot")}
 }

@@ -49,7 +49,7 @@ func init() {
 			fs.StringVar(&o.mode, "mode", "appliance", "appliance (the booted stick), host (this Linux host) or kind")
 			fs.StringVar(&o.bundle, "bundle", "", "the bundle folder (or the OCI layout itself); default: the live medium's /bundle")
 			fs.StringVar(&o.site, "site", "", "the site file")
-			fs.StringVar(&o.data, "data", "/var/lib/bootstick", "where persistent state lives (the data disk's mount point)")
+			fs.StringVar(&o.data, "data", defaultData, "where persistent state lives (the data disk's mount point)")
 			fs.StringVar(&o.binDir, "bin-dir", "", "where kubeadm and kubelet are (default: PATH, then $BOOTSTICK_CACHE/toolchain/current/bin)")
 			fs.StringVar(&o.address, "address", "", "the node's address (default: the address of the default route)")
 			fs.StringVar(&o.nodeName, "node-name", "", "the node's name (default: the host name)")

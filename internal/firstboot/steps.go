@@ -8,8 +8,8 @@ import "github.com/bootstick/bootstick/internal/pipeline"
 func hostSteps(n *node) []pipeline.Step {
 	return []pipeline.Step{
 		preflightStep(n),
-		bundleStep(n),
 		firewallStep(n),
+		bundleStep(n),
 		clockStep(n),
 		dataDiskStep(n),
 		registryStep(n),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,8 +230,29 @@ type EarlyHost struct {
 	BMC  struct {
 		Address string `yaml:"address"`
 	} `yaml:"bmc"`
-	BootMACAddress string         `yaml:"bootMACAddress"`
-	NetworkData    map[string]any `yaml:"networkData"`
+	BootMACAddress   string         `yaml:"bootMACAddress"`
+	NetworkData      map[string]any `yaml:"networkData"`
+	ClusterInterface string         `yaml:"clusterInterface"`
+}
+
+// ClusterAddresses are the site's hosts' static cluster addresses (a host
+// on DHCP has none), in the site's order.
+func (e *Early) ClusterAddresses() []netip.Addr {
+	var out []netip.Addr
+	for _, h := range e.Hosts {
+		if h.NetworkData == nil {
+			continue
+		}
+		// Network data with problems is not on a validated site.
+		nd, errs := netdata.Parse(field.NewPath("networkData"), h.NetworkData, h.BootMACAddress)
+		if len(errs) > 0 {
+			continue
+		}
+		if a, err := netip.ParseAddr(nd.ClusterAddress(h.ClusterInterface)); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // DHCPHost is a site host's boot NIC as the provisioning network's DHCP
