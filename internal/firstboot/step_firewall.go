@@ -40,7 +40,7 @@ func firewallStep(n *node) pipeline.Step {
 			if err != nil || s == nil {
 				return s == nil && err == nil, err
 			}
-			rules, err := firewallRules(s, n.opts.podSubnet)
+			rules, err := renderFirewall(s, n.opts.podSubnet)
 			if err != nil {
 				return false, err
 			}
@@ -70,9 +70,9 @@ func firewallStep(n *node) pipeline.Step {
 	}
 }
 
-// firewallRules renders the site's ruleset, with podSubnet as this
+// renderFirewall renders the site's ruleset, with podSubnet as this
 // machine's pod range ("" is the site's, else the default).
-func firewallRules(s *site.Early, podSubnet string) ([]byte, error) {
+func renderFirewall(s *site.Early, podSubnet string) ([]byte, error) {
 	b := s.Bootstrap
 	pods, err := netip.ParsePrefix(cmp.Or(podSubnet, b.PodCIDR, site.DefaultBootstrapPodCIDR))
 	if err != nil {
@@ -95,7 +95,7 @@ func firewallRules(s *site.Early, podSubnet string) ([]byte, error) {
 
 // loadFirewall writes the site's ruleset to file and loads it.
 func loadFirewall(ctx context.Context, s *site.Early, podSubnet, file string) error {
-	rules, err := firewallRules(s, podSubnet)
+	rules, err := renderFirewall(s, podSubnet)
 	if err != nil {
 		return err
 	}
