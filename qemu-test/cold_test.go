@@ -89,6 +89,9 @@ func TestColdBoot(t *testing.T) {
 	}
 	if afterCold == nil {
 		ownCluster(t, ctx, run, m)
+		if !t.Failed() {
+			sealedScenarios(t, ctx, s, run, m)
+		}
 		return
 	}
 	done, err := m.WaitFirstboot(ctx, firstbootBudget)
@@ -186,7 +189,7 @@ func checkAppliance(t *testing.T, ctx context.Context, run *Run, m *Machine) {
 	})
 }
 
-// Run is one scenario's folder, data disk and host key pin. It keeps the
+// Run is one scenario's folder, data disk, TPM and host key pin. It keeps the
 // serial logs and prints the diagnosis when the test fails, and appends
 // each boot's time table to the times file.
 type Run struct {
@@ -194,8 +197,11 @@ type Run struct {
 	Name     string
 	Dir      string
 	DataDisk string
-	Keys     *HostKeys
-	logs     string
+	// TPM is the machine's TPM 2.0 (its swtpm state folder), the same in
+	// every boot of the run unless a boot names another.
+	TPM  string
+	Keys *HostKeys
+	logs string
 	// life keeps the machines on until cleanup has diagnosed them (the
 	// test's own context ends first).
 	life     context.Context
@@ -232,7 +238,7 @@ func NewRun(t *testing.T, name string) *Run {
 		t.Fatal(err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	r := &Run{t: t, Name: name, Dir: dir, DataDisk: filepath.Join(dir, "data.img"), Keys: &HostKeys{}, logs: logsDir(), life: life, stop: stop}
+	r := &Run{t: t, Name: name, Dir: dir, DataDisk: filepath.Join(dir, "data.img"), TPM: filepath.Join(dir, "tpm"), Keys: &HostKeys{}, logs: logsDir(), life: life, stop: stop}
 	t.Cleanup(r.cleanup)
 	return r
 }
@@ -261,6 +267,9 @@ func (r *Run) BootWith(ctx context.Context, s *Stick, o BootOptions, name string
 	r.t.Helper()
 	mode := o.Mode
 	o.Dir, o.DataDisk, o.HostKeys = filepath.Join(r.Dir, name), r.DataDisk, r.Keys
+	if o.TPMState == "" {
+		o.TPMState = r.TPM
+	}
 	m, err := Boot(r.life, s, o)
 	if err != nil {
 		r.t.Fatalf("%s: %v", mode, err)

@@ -68,6 +68,9 @@ type BootOptions struct {
 	// ProvisioningTap, when set, is the provisioning NIC's tap (a virtual
 	// site's bridge); else that NIC is alone.
 	ProvisioningTap *os.File
+	// TPMState is the folder of the machine's software TPM 2.0: one
+	// folder is one TPM, kept across boots.
+	TPMState string
 }
 
 // Machine is one power-on of the stick.
@@ -101,7 +104,7 @@ func Boot(ctx context.Context, s *Stick, o BootOptions) (*Machine, error) {
 		Image: s.ISO, Media: o.Mode.Media, Firmware: o.Mode.Firmware, Dir: o.Dir,
 		MemoryMiB: GuestMemoryMiB, CPUs: GuestCPUs,
 		DataDisk: DataDiskSize, DataDiskFile: o.DataDisk,
-		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap,
+		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap, TPMState: o.TPMState,
 	})
 	if err != nil {
 		return nil, err

@@ -1,7 +1,11 @@
 // Package datadisk prepares the appliance's data disk: the disk the site
-// names, or else the first empty disk, formatted ext4 with a label once, and
-// found by that label and mounted on every later boot. Folders that must
-// survive a reboot (kubelet's, kubeadm's) are bind-mounted onto it.
+// names, or else the first empty disk, formatted once and found by its
+// label and mounted on every later boot. Folders that must survive a
+// reboot (kubelet's, kubeadm's) are bind-mounted onto it.
+//
+// With Encrypt, the disk is a LUKS2 volume carrying the label, its key
+// sealed to the TPM (package luks), with an ext4 file system inside;
+// without, the disk is ext4 itself. A disk found is mounted as it is.
 //
 // A disk that is in use (mounted, partitioned, held by another device, or
 // carrying a file system or partition table that is not ours) is never
@@ -19,10 +23,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
 
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/luks"
 
 	"github.com/bootstick/bootstick/internal/mounts"
 
@@ -31,6 +37,9 @@ import (
 
 // DefaultLabel is the data disk's file system label.
 const DefaultLabel = "BOOTSTICK-DATA"
+
+// MapperName is the unlocked LUKS2 volume's name (/dev/mapper/bootstick-data).
+const MapperName = "bootstick-data"
 
 // DefaultMinSize is the smallest disk taken as a data disk.
 const DefaultMinSize = 512 << 20
@@ -58,6 +67,11 @@ type Options struct {
 	Exclude []string
 	// MinSize is the smallest usable disk in bytes; default DefaultMinSize.
 	MinSize int64
+	// Encrypt formats a new disk as a LUKS2 volume whose key is sealed to
+	// the TPM (the machine must have one); KeyDir is a folder on a tmpfs
+	// where the key lives while it is sealed.
+	Encrypt bool
+	KeyDir  string
 }
 
 func (o *Options) defaults() error {
@@ -90,6 +104,8 @@ func pendingLabel(label string) string {
 type Result struct {
 	Device    string
 	Formatted bool
+	// Encrypted is set when the disk is a LUKS2 volume.
+	Encrypted bool
 }
 
 // Attach mounts our data disk if one exists (found by its label) and sets
@@ -103,10 +119,35 @@ func Attach(ctx context.Context, o Options) (dev string, found bool, err error) 
 	if err != nil || dev == "" {
 		return "", false, err
 	}
-	if err := mountAll(ctx, dev, o); err != nil {
+	fs, _, err := unlock(ctx, dev)
+	if err != nil {
+		return dev, true, err
+	}
+	if err := mountAll(ctx, fs, o); err != nil {
 		return dev, true, err
 	}
 	return dev, true, nil
+}
+
+// unlock returns the device the file system is on: dev itself, or the
+// LUKS2 volume on it unlocked with the TPM.
+func unlock(ctx context.Context, dev string) (fs string, encrypted bool, err error) {
+	sig, err := probe(ctx, dev)
+	if err != nil {
+		return "", false, err
+	}
+	if sig["TYPE"] != "crypto_LUKS" {
+		return dev, false, nil
+	}
+	if luks.IsOpen(MapperName) {
+		return luks.Mapper(MapperName), true, nil
+	}
+	start := time.Now()
+	if fs, err = luks.Open(ctx, dev, MapperName); err != nil {
+		return "", true, err
+	}
+	logctx.From(ctx).Info("unsealed the data disk's key with the TPM and unlocked it", "device", dev, "took", time.Since(start).Round(time.Millisecond))
+	return fs, true, nil
 }
 
 // Prepare makes sure the data disk is formatted, mounted at o.Mount and the
@@ -118,26 +159,34 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	if dev, found, err := Attach(ctx, o); err != nil {
 		return Result{Device: dev}, err
 	} else if found {
+		_, enc, _ := unlock(ctx, dev)
 		if o.Device != "" {
 			if want, err := filepath.EvalSymlinks(o.Device); err == nil && want != dev {
 				logctx.From(ctx).Warn("the site names one data disk, but another carries our label; using the labelled one",
 					"site", o.Device, "labelled", dev)
 			}
 		}
-		return Result{Device: dev}, nil
+		return Result{Device: dev, Encrypted: enc}, nil
+	}
+	// A volume open while no disk carries our label is an interrupted
+	// format's, in this boot: lock it, so the disk counts as free.
+	if err := luks.Close(ctx, MapperName); err != nil {
+		return Result{}, err
 	}
 	dev, err := choose(ctx, o)
 	if err != nil {
 		return Result{}, err
 	}
 	logctx.From(ctx).Info("formatting the data disk", "device", dev, "label", o.Label)
-	if err := format(ctx, dev, o.Label, o.Wipe && o.Device != ""); err != nil {
-		return Result{Device: dev}, err
+	fs, err := format(ctx, dev, o)
+	if err != nil {
+		return Result{Device: dev, Encrypted: o.Encrypt}, err
 	}
-	if err := mountAll(ctx, dev, o); err != nil {
-		return Result{Device: dev, Formatted: true}, err
+	res := Result{Device: dev, Formatted: true, Encrypted: o.Encrypt}
+	if err := mountAll(ctx, fs, o); err != nil {
+		return res, err
 	}
-	return Result{Device: dev, Formatted: true}, nil
+	return res, nil
 }
 
 // choose picks the disk to format.
@@ -354,27 +403,41 @@ func FindByLabel(ctx context.Context, label string) (string, error) {
 	return "", fmt.Errorf("several disks are labelled %s (%s): remove or relabel all but one", label, strings.Join(devs, ", "))
 }
 
-func format(ctx context.Context, dev, label string, wipe bool) error {
-	run := func(name string, args ...string) error {
-		if _, err := command.Run(ctx, command.Options{}, append([]string{name}, args...)...); err != nil {
+// format formats dev and returns the device its file system is on. The
+// final label is set only once everything else is done: a disk killed
+// mid-format carries the pending label, and is formatted again.
+func format(ctx context.Context, dev string, o Options) (string, error) {
+	run := func(argv ...string) error {
+		if _, err := command.Run(ctx, command.Options{}, argv...); err != nil {
 			return fmt.Errorf("formatting %s: %w", dev, err)
 		}
 		return nil
 	}
-	if wipe {
+	if o.Wipe && o.Device != "" {
 		if err := run("wipefs", "-a", dev); err != nil {
-			return err
+			return "", err
 		}
 	}
-	// The final label is set only once mkfs has finished: a disk killed
-	// mid-format carries the pending label, and is formatted again.
-	if err := run("mkfs.ext4", "-F", "-q", "-L", pendingLabel(label), "-E", "lazy_itable_init=1,lazy_journal_init=1", dev); err != nil {
-		return err
+	mkfs := []string{"mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=1,lazy_journal_init=1"}
+	if !o.Encrypt {
+		if err := run(append(mkfs, "-L", pendingLabel(o.Label), dev)...); err != nil {
+			return "", err
+		}
+		return dev, run("e2label", dev, o.Label)
 	}
-	if err := run("e2label", dev, label); err != nil {
-		return err
+	if err := luks.Format(ctx, dev, pendingLabel(o.Label), o.KeyDir); err != nil {
+		return "", err
 	}
-	return nil
+	// Unlocking with the TPM at once proves the seal before anything is
+	// written inside.
+	fs, err := luks.Open(ctx, dev, MapperName)
+	if err != nil {
+		return "", err
+	}
+	if err := run(append(mkfs, fs)...); err != nil {
+		return "", err
+	}
+	return fs, luks.SetLabel(ctx, dev, o.Label)
 }
 
 // mountAll mounts dev at o.Mount (unless something is mounted there) and
@@ -426,6 +489,9 @@ func Detach(o Options) error {
 		if err := syscall.Unmount(o.Mount, 0); err != nil {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", o.Mount, err))
 		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, luks.Close(context.Background(), MapperName))
 	}
 	return errors.Join(errs...)
 }

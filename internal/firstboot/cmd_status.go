@@ -76,6 +76,9 @@ func buildStatus(p paths) (status.Report, error) {
 	if r.Firewall, problem = firewallStatus(p); problem {
 		r.Problems = append(r.Problems, "firewall "+r.Firewall)
 	}
+	if r.DataDisk, problem = dataDiskStatus(p); problem {
+		r.Problems = append(r.Problems, "data disk "+r.DataDisk)
+	}
 	hosts, err := sitestep.ReadHosts(p.hostsFile())
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())

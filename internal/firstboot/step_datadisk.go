@@ -2,9 +2,14 @@ package firstboot
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/bootstick/bootstick/internal/logctx"
+	"github.com/bootstick/bootstick/internal/luks"
+	"github.com/bootstick/bootstick/internal/mounts"
 
 	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -13,7 +18,9 @@ import (
 // dataDiskStep prepares the data disk (appliance mode): the site's
 // bootstrap.dataDisk, --data-disk, ours by label, or the first empty disk;
 // formatted once and mounted, with kubelet's, kubeadm's and our own
-// folders bound onto it. Host mode only makes the data folder.
+// folders bound onto it. On a machine with a TPM 2.0 a new disk is a
+// LUKS2 volume whose key is sealed to it (package luks). Host mode only
+// makes the data folder.
 func dataDiskStep(n *node) pipeline.Step {
 	return pipeline.Step{
 		Name: "data-disk",
@@ -33,12 +40,17 @@ func dataDiskStep(n *node) pipeline.Step {
 					o.Device = s.Bootstrap.DataDisk
 				}
 			}
+			log := logctx.From(ctx)
+			if !o.Encrypt {
+				log.Warn("this machine has no TPM 2.0 ("+luks.TPMDevice+"): a new data disk is not encrypted, and whoever holds it reads the cluster's keys", "tpm", luks.TPMDevice)
+			}
+			start := time.Now()
 			res, err := datadisk.Prepare(ctx, o)
 			if err != nil {
 				return err
 			}
 			if res.Formatted {
-				logctx.From(ctx).Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel)
+				log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel, "encrypted", res.Encrypted, "took", time.Since(start).Round(time.Millisecond))
 			}
 			keepHostKeys(ctx, n.paths)
 			return os.MkdirAll(n.paths.State, 0o755)
@@ -46,11 +58,49 @@ func dataDiskStep(n *node) pipeline.Step {
 	}
 }
 
-// diskOptions find and mount the data disk, never the boot medium.
+// diskOptions find and mount the data disk, never the boot medium; a new
+// disk is encrypted when the machine has a TPM.
 func diskOptions(o runOptions, p paths) datadisk.Options {
-	d := datadisk.Options{Mount: p.Data, Binds: binds, Wipe: o.wipeDataDisk}
+	d := datadisk.Options{Mount: p.Data, Binds: binds, Wipe: o.wipeDataDisk, Encrypt: luks.HasTPM(), KeyDir: p.Run}
 	if src := datadisk.SourceOf("/run/live/medium"); src != "" {
 		d.Exclude = []string{datadisk.DiskOf(src), src}
 	}
 	return d
+}
+
+// dataDiskStatus is the data disk as status shows it, and whether it is a
+// problem: empty where nothing is mounted at the data folder (host mode,
+// or before the data-disk step).
+func dataDiskStatus(p paths) (string, bool) {
+	m, ok := mounts.At(p.Data)
+	if !ok || m.Source == "" || !isLiveSystem() {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if m.Source != luks.Mapper(datadisk.MapperName) {
+		return fmt.Sprintf("NOT ENCRYPTED: %s is plain ext4 (this machine had no TPM 2.0 to seal a key to when it was formatted), and whoever holds it reads the cluster's keys and the BMC passwords", m.Source), true
+	}
+	dev, err := datadisk.FindByLabel(ctx, datadisk.DefaultLabel)
+	if err != nil || dev == "" {
+		return fmt.Sprintf("LUKS2 (%s), but its disk is not found by its label %s: %v", m.Source, datadisk.DefaultLabel, err), true
+	}
+	h, err := luks.ReadHeader(ctx, dev)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("LUKS2 on %s: %v", dev, err), true
+	case h.TPM2PCRs == nil:
+		return fmt.Sprintf("LUKS2 on %s, but no key of it is sealed to the TPM (keyslots %s)", dev, strings.Join(h.Keyslots, ", ")), true
+	case !h.SealedOnly():
+		return fmt.Sprintf("LUKS2 on %s, its key sealed to this machine's TPM 2.0 (PCR %s); other keyslots open it too (%s)", dev, pcrList(h.TPM2PCRs), strings.Join(h.Keyslots, ", ")), false
+	}
+	return fmt.Sprintf("LUKS2 on %s, its only key sealed to this machine's TPM 2.0 (PCR %s)", dev, pcrList(h.TPM2PCRs)), false
+}
+
+func pcrList(pcrs []int) string {
+	s := make([]string, len(pcrs))
+	for i, p := range pcrs {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, "+")
 }

@@ -75,6 +75,11 @@ type Options struct {
 	// open tap device (a virtual site's bridge, vsite.Site.Tap) instead of
 	// an empty hub.
 	ProvisioningTap *os.File
+	// TPMState, when set, gives the machine a TPM 2.0: a software TPM
+	// (swtpm) whose state lives in this folder, so a second machine with
+	// the same folder has the same TPM, and one with another folder a
+	// different TPM.
+	TPMState string
 }
 
 // VM is a running machine.
@@ -209,6 +214,17 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		args = append(args, "-nic", "none")
 	}
 
+	if o.TPMState != "" {
+		sock, err := startTPM(o.TPMState, o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args,
+			"-chardev", "socket,id=chrtpm,path="+sock,
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm",
+			"-device", "tpm-tis,tpmdev=tpm0")
+	}
+
 	vm.cmd = exec.Command(o.Binary, args...)
 	vm.cmd.Stderr = vm.stderr
 	if o.HostPort != 0 && o.ProvisioningTap != nil {
@@ -246,6 +262,42 @@ const (
 	GuestPrefix         = 24
 	GuestGateway        = "10.0.2.2"
 )
+
+// startTPM starts a software TPM 2.0 with its state in state, and returns
+// its control socket for QEMU. The socket is made here and handed to swtpm
+// already listening, so QEMU never races swtpm's start. swtpm ends when
+// QEMU closes the socket (--terminate), or with us.
+func startTPM(state, dir string) (string, error) {
+	if _, err := exec.LookPath("swtpm"); err != nil {
+		return "", fmt.Errorf("qemu: swtpm is missing (apt-get install swtpm): %w", err)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return "", fmt.Errorf("qemu: TPM state: %w", err)
+	}
+	sock := filepath.Join(dir, "swtpm.sock")
+	_ = os.Remove(sock)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return "", fmt.Errorf("qemu: TPM socket: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	f, err := l.File()
+	l.Close() // f holds its own descriptor of the listening socket
+	if err != nil {
+		return "", fmt.Errorf("qemu: TPM socket: %w", err)
+	}
+	defer f.Close()
+	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--ctrl", "type=unixio,fd=3", "--terminate",
+		"--log", "file="+filepath.Join(dir, "swtpm.log"))
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("qemu: swtpm: %w", err)
+	}
+	go cmd.Wait()
+	return sock, nil
+}
 
 // dataDisk returns the data disk's file: a fresh sparse Dir/data.img, or
 // DataDiskFile, created only when missing.

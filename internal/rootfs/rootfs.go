@@ -47,6 +47,13 @@ var DefaultPackages = []string{
 	"chrony",
 	// The appliance's firewall (firstboot's firewall step loads it with nft).
 	"nftables",
+	// The data disk is LUKS2, its key sealed to the TPM (internal/luks):
+	// cryptsetup formats it, systemd-cryptenroll seals the key and
+	// systemd-cryptsetup unlocks it, through the TPM libraries systemd
+	// loads at run time (Debian makes them Recommends, which the build
+	// does not install) and dmsetup's udev rules, which device-mapper waits on.
+	"cryptsetup-bin", "dmsetup", "systemd-cryptsetup",
+	"libtss2-esys-3.0.2-0t64", "libtss2-mu-4.0.1-0t64", "libtss2-rc0t64", "libtss2-tcti-device0t64",
 }
 
 // Names of the files in a cache entry and in the ISO's /live folder.

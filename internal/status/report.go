@@ -25,6 +25,9 @@ type Report struct {
 	// Firewall says whether the provisioning network's firewall is in
 	// the kernel; empty before firstboot's firewall step loaded it.
 	Firewall string `json:"firewall,omitempty"`
+	// DataDisk says how the data disk keeps its secrets (encrypted, and
+	// where its key lives); empty where there is no data disk.
+	DataDisk string `json:"dataDisk,omitempty"`
 	// Cluster is the node and its pods; nil before kubeadm init.
 	Cluster *Cluster `json:"cluster,omitempty"`
 	// Hosts are the site's hosts with their provisioning state.
@@ -244,6 +247,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	if r.Firewall != "" {
 		fmt.Fprintf(&b, "\nfirewall: %s\n", r.Firewall)
+	}
+	if r.DataDisk != "" {
+		fmt.Fprintf(&b, "data disk: %s\n", r.DataDisk)
 	}
 	if c := r.Cluster; c != nil {
 		b.WriteString("\n")
