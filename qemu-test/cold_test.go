@@ -198,10 +198,14 @@ type Run struct {
 	Dir      string
 	DataDisk string
 	// TPM is the machine's TPM 2.0 (its swtpm state folder), the same in
-	// every boot of the run unless a boot names another.
-	TPM  string
-	Keys *HostKeys
-	logs string
+	// every boot of the run unless a boot names another; empty is none.
+	TPM string
+	// Stick, when set, keeps what the machines write to their USB stick
+	// from one boot to the next (a qcow2 overlay); else each boot's
+	// writes are lost.
+	Stick string
+	Keys  *HostKeys
+	logs  string
 	// life keeps the machines on until cleanup has diagnosed them (the
 	// test's own context ends first).
 	life     context.Context
@@ -269,6 +273,9 @@ func (r *Run) BootWith(ctx context.Context, s *Stick, o BootOptions, name string
 	o.Dir, o.DataDisk, o.HostKeys = filepath.Join(r.Dir, name), r.DataDisk, r.Keys
 	if o.TPMState == "" {
 		o.TPMState = r.TPM
+	}
+	if o.StickOverlay == "" {
+		o.StickOverlay = r.Stick
 	}
 	m, err := Boot(r.life, s, o)
 	if err != nil {

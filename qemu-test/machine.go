@@ -69,8 +69,11 @@ type BootOptions struct {
 	// site's bridge); else that NIC is alone.
 	ProvisioningTap *os.File
 	// TPMState is the folder of the machine's software TPM 2.0: one
-	// folder is one TPM, kept across boots.
+	// folder is one TPM, kept across boots; empty is no TPM.
 	TPMState string
+	// StickOverlay keeps what the machine writes to its USB stick for
+	// the next boot (qemu.Options.StickOverlay).
+	StickOverlay string
 }
 
 // Machine is one power-on of the stick.
@@ -104,7 +107,7 @@ func Boot(ctx context.Context, s *Stick, o BootOptions) (*Machine, error) {
 		Image: s.ISO, Media: o.Mode.Media, Firmware: o.Mode.Firmware, Dir: o.Dir,
 		MemoryMiB: GuestMemoryMiB, CPUs: GuestCPUs,
 		DataDisk: DataDiskSize, DataDiskFile: o.DataDisk,
-		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap, TPMState: o.TPMState,
+		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap, TPMState: o.TPMState, StickOverlay: o.StickOverlay,
 	})
 	if err != nil {
 		return nil, err

@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
-	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,11 +15,7 @@ import (
 // with how the test picks a needle out of it: a piece of the secret long
 // enough to be found nowhere else. Optional ones are made by steps that
 // make test's cold boot does not reach (the site step).
-var secretFiles = []struct {
-	what, path string
-	needle     func(string) string
-	optional   bool
-}{
+var secretFiles = []secretFile{
 	{"the cluster CA's private key", "/etc/kubernetes/pki/ca.key", pemBody, false},
 	{"etcd's CA private key", "/etc/kubernetes/pki/etcd/ca.key", pemBody, false},
 	{"the service-account signing key", "/etc/kubernetes/pki/sa.key", pemBody, false},
@@ -32,6 +24,12 @@ var secretFiles = []struct {
 	{"sshd's host private key", "/var/lib/bootstick/ssh-host-keys/ssh_host_ed25519_key", pemBody, false},
 	{"the BPA's SSH private key", "/var/lib/bootstick/ssh/id_ed25519", pemBody, true},
 	{"the age identity", "/var/lib/bootstick/age/identity.txt", valueOf(""), true},
+}
+
+type secretFile struct {
+	what, path string
+	needle     func(string) string
+	optional   bool
 }
 
 // minNeedle is the shortest needle taken: 32 base64 characters are 192
@@ -77,11 +75,11 @@ type secret struct {
 	needle     []byte
 }
 
-// ReadSecrets reads the secrets the appliance keeps on its data disk.
-func (m *Machine) ReadSecrets(ctx context.Context) ([]secret, []error) {
+// ReadSecrets reads files' secrets in the guest.
+func (m *Machine) ReadSecrets(ctx context.Context, files []secretFile) ([]secret, []error) {
 	var out []secret
 	var errs []error
-	for _, f := range secretFiles {
+	for _, f := range files {
 		data, err := m.Run(ctx, "cat "+f.path+" 2>/dev/null || echo MISSING")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reading %s (%s) in the guest: %w", f.what, f.path, err))
@@ -184,71 +182,4 @@ func SearchDisk(path string, secrets []secret) (found []secret, scanned int64, e
 		}
 	}
 	return found, scanned, nil
-}
-
-// otherTPMRefused is firstboot's error when the data disk's key is sealed
-// to a TPM this machine does not have (package luks).
-var otherTPMRefused = regexp.MustCompile(`this TPM does not unseal its key`)
-
-// unsealTook is the data disk's unlock on a later boot, in the journal.
-var unsealTook = regexp.MustCompile(`unsealed the data disk's key with the TPM and unlocked it.* took=(\S+)`)
-
-// sealedScenarios follow scenario 1 in make test: its data disk keeps the
-// secrets sealed (issue 27's Sealed journey).
-//   - The machine powers off, and its data disk's image, read here, holds
-//     none of the secrets the guest showed.
-//   - The same disk in a machine with another TPM does not unseal, and
-//     firstboot says so.
-//   - The same disk back in its own machine unseals on its own, with the
-//     machine's own SSH host key (kept on the disk).
-func sealedScenarios(t *testing.T, ctx context.Context, s *Stick, run *Run, m1 *Machine) {
-	for _, err := range m1.CheckSealed(ctx) {
-		run.Errorf("sealed: %v", err)
-	}
-	secrets, errs := m1.ReadSecrets(ctx)
-	for _, err := range errs {
-		run.Errorf("sealed: %v", err)
-	}
-	if err := m1.PowerOff(3 * time.Minute); err != nil {
-		t.Logf("sealed: power-off: %v", err)
-	}
-	found, scanned, err := SearchDisk(run.DataDisk, secrets)
-	if err != nil {
-		run.Fatalf("sealed: reading the data disk's image: %v", err)
-	}
-	var names []string
-	for _, s := range secrets {
-		names = append(names, s.what)
-	}
-	t.Logf("sealed: read %d MiB of the data disk's image on this machine, looking for %d secrets (%s)", scanned>>20, len(secrets), strings.Join(names, ", "))
-	for _, f := range found {
-		run.Errorf("sealed: the data disk's image holds %s (%s) in clear", f.what, f.path)
-	}
-
-	other := run.BootWith(ctx, s, BootOptions{Mode: ColdMode, TPMState: filepath.Join(run.Dir, "tpm-other")}, "other-tpm")
-	l, err := other.WaitConsole(ctx, otherTPMRefused, bootBudget)
-	if err != nil {
-		run.Fatalf("sealed: the data disk in a machine with another TPM: %v", err)
-	}
-	t.Logf("sealed: another TPM, %s after power-on: %s", l.At.Round(time.Second), strings.TrimSpace(l.Text))
-	other.PowerCut()
-
-	m := run.Boot(ctx, s, ColdMode, "unseal")
-	if _, err := m.Connect(ctx, bootBudget); err != nil {
-		run.Fatalf("sealed: the data disk back in its own machine: %v", err)
-	}
-	for _, err := range m.CheckSealed(ctx) {
-		run.Errorf("sealed, after the reboot: %v", err)
-	}
-	journal, err := m.Run(ctx, "journalctl -b -o cat --no-pager | grep -F 'unsealed the data disk' || true")
-	if err != nil {
-		run.Errorf("sealed: the journal: %v", err)
-	} else if mt := unsealTook.FindStringSubmatch(journal); mt == nil {
-		run.Errorf("sealed: the journal does not say the data disk was unsealed on this boot:\n%s", journal)
-	} else {
-		d, _ := time.ParseDuration(mt[1])
-		t.Logf("sealed: the reboot unsealed the data disk with the TPM in %s", d)
-		run.record(fmt.Sprintf("sealed: unsealing the data disk at boot took %s (TCG)", d))
-	}
-	m.PowerCut()
 }

@@ -3,9 +3,11 @@
 // label and mounted on every later boot. Folders that must survive a
 // reboot (kubelet's, kubeadm's) are bind-mounted onto it.
 //
-// With Encrypt, the disk is a LUKS2 volume carrying the label, its key
-// sealed to the TPM (package luks), with an ext4 file system inside;
-// without, the disk is ext4 itself. A disk found is mounted as it is.
+// Sealed (Options.Seal), the disk is a LUKS2 volume carrying the label,
+// with an ext4 file system inside; its key is sealed to the TPM (package
+// luks) or kept on the boot stick (package stickkey). Otherwise the disk
+// is ext4 itself. A disk found is unlocked the way its header says, and
+// mounted.
 //
 // A disk that is in use (mounted, partitioned, held by another device, or
 // carrying a file system or partition table that is not ours) is never
@@ -29,6 +31,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/luks"
+	"github.com/bootstick/bootstick/internal/stickkey"
 
 	"github.com/bootstick/bootstick/internal/mounts"
 
@@ -67,12 +70,29 @@ type Options struct {
 	Exclude []string
 	// MinSize is the smallest usable disk in bytes; default DefaultMinSize.
 	MinSize int64
-	// Encrypt formats a new disk as a LUKS2 volume whose key is sealed to
-	// the TPM (the machine must have one); KeyDir is a folder on a tmpfs
-	// where the key lives while it is sealed.
-	Encrypt bool
-	KeyDir  string
+	// Seal says where a new disk's key lives; SealNone formats it plain.
+	Seal Seal
+	// StickKey is the boot stick's key slot: where SealStick keeps a new
+	// disk's key, and where a disk sealed so finds it. Nil when the boot
+	// medium has none; NoStickKey then says why.
+	StickKey   *stickkey.Slot
+	NoStickKey string
+	// KeyDir is a folder on a tmpfs where a key lives while cryptsetup
+	// needs it.
+	KeyDir string
 }
+
+// Seal is where a data disk's key lives.
+type Seal string
+
+const (
+	// SealNone is a plain ext4 disk.
+	SealNone Seal = ""
+	// SealTPM is a LUKS2 volume whose key is sealed to the TPM.
+	SealTPM Seal = "tpm"
+	// SealStick is a LUKS2 volume whose key is on the boot stick.
+	SealStick Seal = "stick"
+)
 
 func (o *Options) defaults() error {
 	if o.Label == "" {
@@ -104,8 +124,8 @@ func pendingLabel(label string) string {
 type Result struct {
 	Device    string
 	Formatted bool
-	// Encrypted is set when the disk is a LUKS2 volume.
-	Encrypted bool
+	// Seal is where the disk's key lives (SealNone: a plain disk).
+	Seal Seal
 }
 
 // Attach mounts our data disk if one exists (found by its label) and sets
@@ -119,7 +139,7 @@ func Attach(ctx context.Context, o Options) (dev string, found bool, err error) 
 	if err != nil || dev == "" {
 		return "", false, err
 	}
-	fs, _, err := unlock(ctx, dev)
+	fs, _, err := unlock(ctx, dev, o)
 	if err != nil {
 		return dev, true, err
 	}
@@ -129,25 +149,55 @@ func Attach(ctx context.Context, o Options) (dev string, found bool, err error) 
 	return dev, true, nil
 }
 
-// unlock returns the device the file system is on: dev itself, or the
-// LUKS2 volume on it unlocked with the TPM.
-func unlock(ctx context.Context, dev string) (fs string, encrypted bool, err error) {
+// unlock returns the device the file system is on, and where its key
+// lives: dev itself for a plain disk, or the LUKS2 volume on it unlocked
+// with the TPM or the stick's key, as its header says.
+func unlock(ctx context.Context, dev string, o Options) (string, Seal, error) {
 	sig, err := probe(ctx, dev)
 	if err != nil {
-		return "", false, err
+		return "", SealNone, err
 	}
 	if sig["TYPE"] != "crypto_LUKS" {
-		return dev, false, nil
+		return dev, SealNone, nil
+	}
+	h, err := luks.ReadHeader(ctx, dev)
+	if err != nil {
+		return "", SealTPM, err
+	}
+	seal := SealStick
+	if h.TPM2PCRs != nil {
+		seal = SealTPM
 	}
 	if luks.IsOpen(MapperName) {
-		return luks.Mapper(MapperName), true, nil
+		return luks.Mapper(MapperName), seal, nil
 	}
 	start := time.Now()
-	if fs, err = luks.Open(ctx, dev, MapperName); err != nil {
-		return "", true, err
+	var fs string
+	if seal == SealTPM {
+		fs, err = luks.Open(ctx, dev, MapperName)
+	} else {
+		fs, err = openWithStickKey(ctx, dev, o)
 	}
-	logctx.From(ctx).Info("unsealed the data disk's key with the TPM and unlocked it", "device", dev, "took", time.Since(start).Round(time.Millisecond))
-	return fs, true, nil
+	if err != nil {
+		return "", seal, err
+	}
+	how := map[Seal]string{SealTPM: "unsealed the data disk's key with the TPM and unlocked it", SealStick: "unlocked the data disk with the key on the boot stick"}[seal]
+	logctx.From(ctx).Info(how, "device", dev, "took", time.Since(start).Round(time.Millisecond))
+	return fs, seal, nil
+}
+
+func openWithStickKey(ctx context.Context, dev string, o Options) (string, error) {
+	if o.StickKey == nil {
+		return "", fmt.Errorf("the data disk %s keeps its key on the stick that formatted it (no TPM sealed it), and this boot medium has no key slot (%s): boot from that stick", dev, o.NoStickKey)
+	}
+	key, err := o.StickKey.Load()
+	if err != nil {
+		return "", err
+	}
+	if key == nil {
+		return "", fmt.Errorf("the data disk %s keeps its key on the stick that formatted it (no TPM sealed it), and this stick's key slot is blank: boot from that stick", dev)
+	}
+	return luks.OpenWithKey(ctx, dev, MapperName, key)
 }
 
 // Prepare makes sure the data disk is formatted, mounted at o.Mount and the
@@ -159,14 +209,14 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	if dev, found, err := Attach(ctx, o); err != nil {
 		return Result{Device: dev}, err
 	} else if found {
-		_, enc, _ := unlock(ctx, dev)
+		_, seal, _ := unlock(ctx, dev, o)
 		if o.Device != "" {
 			if want, err := filepath.EvalSymlinks(o.Device); err == nil && want != dev {
 				logctx.From(ctx).Warn("the site names one data disk, but another carries our label; using the labelled one",
 					"site", o.Device, "labelled", dev)
 			}
 		}
-		return Result{Device: dev, Encrypted: enc}, nil
+		return Result{Device: dev, Seal: seal}, nil
 	}
 	// A volume open while no disk carries our label is an interrupted
 	// format's, in this boot: lock it, so the disk counts as free.
@@ -180,9 +230,9 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	logctx.From(ctx).Info("formatting the data disk", "device", dev, "label", o.Label)
 	fs, err := format(ctx, dev, o)
 	if err != nil {
-		return Result{Device: dev, Encrypted: o.Encrypt}, err
+		return Result{Device: dev, Seal: o.Seal}, err
 	}
-	res := Result{Device: dev, Formatted: true, Encrypted: o.Encrypt}
+	res := Result{Device: dev, Formatted: true, Seal: o.Seal}
 	if err := mountAll(ctx, fs, o); err != nil {
 		return res, err
 	}
@@ -419,18 +469,23 @@ func format(ctx context.Context, dev string, o Options) (string, error) {
 		}
 	}
 	mkfs := []string{"mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=1,lazy_journal_init=1"}
-	if !o.Encrypt {
+	if o.Seal == SealNone {
 		if err := run(append(mkfs, "-L", pendingLabel(o.Label), dev)...); err != nil {
 			return "", err
 		}
 		return dev, run("e2label", dev, o.Label)
 	}
-	if err := luks.Format(ctx, dev, pendingLabel(o.Label), o.KeyDir); err != nil {
+	key, err := newKey(o)
+	if err != nil {
 		return "", err
 	}
-	// Unlocking with the TPM at once proves the seal before anything is
-	// written inside.
-	fs, err := luks.Open(ctx, dev, MapperName)
+	defer clear(key)
+	if err := luks.Format(ctx, dev, pendingLabel(o.Label), o.KeyDir, key, o.Seal == SealTPM); err != nil {
+		return "", err
+	}
+	// Unlocking at once the way every later boot will proves the seal
+	// before anything is written inside.
+	fs, _, err := unlock(ctx, dev, o)
 	if err != nil {
 		return "", err
 	}
@@ -438,6 +493,26 @@ func format(ctx context.Context, dev string, o Options) (string, error) {
 		return "", err
 	}
 	return fs, luks.SetLabel(ctx, dev, o.Label)
+}
+
+// newKey is a new disk's key: random, and for SealStick the one on the
+// stick (kept there first, so a format cut short uses it again; a stick
+// that formatted another disk already keeps its key).
+func newKey(o Options) ([]byte, error) {
+	if o.Seal != SealStick {
+		return luks.NewKey()
+	}
+	if o.StickKey == nil {
+		return nil, fmt.Errorf("keeping the data disk's key on the stick: the boot medium has no key slot (%s)", o.NoStickKey)
+	}
+	key, err := o.StickKey.Load()
+	if err != nil || key != nil {
+		return key, err
+	}
+	if key, err = luks.NewKey(); err != nil {
+		return nil, err
+	}
+	return key, o.StickKey.Store(key)
 }
 
 // mountAll mounts dev at o.Mount (unless something is mounted there) and

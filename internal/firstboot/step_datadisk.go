@@ -10,6 +10,7 @@ import (
 	"github.com/bootstick/bootstick/internal/logctx"
 	"github.com/bootstick/bootstick/internal/luks"
 	"github.com/bootstick/bootstick/internal/mounts"
+	"github.com/bootstick/bootstick/internal/stickkey"
 
 	"github.com/bootstick/bootstick/internal/datadisk"
 	"github.com/bootstick/bootstick/internal/pipeline"
@@ -41,16 +42,19 @@ func dataDiskStep(n *node) pipeline.Step {
 				}
 			}
 			log := logctx.From(ctx)
-			if !o.Encrypt {
-				log.Warn("this machine has no TPM 2.0 ("+luks.TPMDevice+"): a new data disk is not encrypted, and whoever holds it reads the cluster's keys", "tpm", luks.TPMDevice)
-			}
 			start := time.Now()
 			res, err := datadisk.Prepare(ctx, o)
 			if err != nil {
 				return err
 			}
 			if res.Formatted {
-				log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel, "encrypted", res.Encrypted, "took", time.Since(start).Round(time.Millisecond))
+				log.Info("formatted the data disk", "device", res.Device, "label", datadisk.DefaultLabel, "key", sealWords[res.Seal], "took", time.Since(start).Round(time.Millisecond))
+				switch res.Seal {
+				case datadisk.SealStick:
+					log.Warn("this machine has no TPM 2.0 (" + luks.TPMDevice + "): the data disk's key is on the boot stick, which is now the disk's key; keep the stick apart from the server when it is not booting it")
+				case datadisk.SealNone:
+					log.Warn("this machine has no TPM 2.0 ("+luks.TPMDevice+"), and the boot medium cannot keep a key: the data disk is NOT encrypted, and whoever holds it reads the cluster's keys", "why", o.NoStickKey)
+				}
 			}
 			keepHostKeys(ctx, n.paths)
 			return os.MkdirAll(n.paths.State, 0o755)
@@ -58,12 +62,36 @@ func dataDiskStep(n *node) pipeline.Step {
 	}
 }
 
-// diskOptions find and mount the data disk, never the boot medium; a new
-// disk is encrypted when the machine has a TPM.
+// sealWords say where a data disk's key lives.
+var sealWords = map[datadisk.Seal]string{
+	datadisk.SealTPM:   "sealed to the TPM",
+	datadisk.SealStick: "on the boot stick",
+	datadisk.SealNone:  "none: not encrypted",
+}
+
+// diskOptions find and mount the data disk, never the boot medium. A new
+// disk's key is sealed to the TPM; without one it is kept in the boot
+// stick's key slot (a dd'd stick); without that (a CD) there is none.
 func diskOptions(o runOptions, p paths) datadisk.Options {
-	d := datadisk.Options{Mount: p.Data, Binds: binds, Wipe: o.wipeDataDisk, Encrypt: luks.HasTPM(), KeyDir: p.Run}
-	if src := datadisk.SourceOf("/run/live/medium"); src != "" {
+	d := datadisk.Options{Mount: p.Data, Binds: binds, Wipe: o.wipeDataDisk, KeyDir: p.Run}
+	src := datadisk.SourceOf("/run/live/medium")
+	if src != "" {
 		d.Exclude = []string{datadisk.DiskOf(src), src}
+		if slot, err := stickkey.Find(datadisk.DiskOf(src)); err != nil {
+			d.NoStickKey = err.Error()
+		} else if !slot.Writable() {
+			d.StickKey, d.NoStickKey = &slot, slot.Disk+" is read-only"
+		} else {
+			d.StickKey = &slot
+		}
+	} else {
+		d.NoStickKey = "no boot medium at /run/live/medium"
+	}
+	switch {
+	case luks.HasTPM():
+		d.Seal = datadisk.SealTPM
+	case d.StickKey != nil && d.StickKey.Writable():
+		d.Seal = datadisk.SealStick
 	}
 	return d
 }
@@ -90,7 +118,7 @@ func dataDiskStatus(p paths) (string, bool) {
 	case err != nil:
 		return fmt.Sprintf("LUKS2 on %s: %v", dev, err), true
 	case h.TPM2PCRs == nil:
-		return fmt.Sprintf("LUKS2 on %s, but no key of it is sealed to the TPM (keyslots %s)", dev, strings.Join(h.Keyslots, ", ")), true
+		return fmt.Sprintf("LUKS2 on %s, its key on the boot stick (this machine has no TPM 2.0): the stick is the disk's key, so keep it apart from the server when it is not booting it", dev), false
 	case !h.SealedOnly():
 		return fmt.Sprintf("LUKS2 on %s, its key sealed to this machine's TPM 2.0 (PCR %s); other keyslots open it too (%s)", dev, pcrList(h.TPM2PCRs), strings.Join(h.Keyslots, ", ")), false
 	}

@@ -15,6 +15,9 @@ const (
 	vdTerminator = 255
 )
 
+// appendedSize is the appended partition's size: whole MiBs.
+func appendedSize(a []byte) int64 { return (int64(len(a)) + alignment - 1) / alignment * alignment }
+
 // fixup post-processes an image go-diskfs has just finalized: it moves the
 // El Torito boot record to sector 17, stamps every date with the epoch,
 // normalizes Rock Ridge link counts of files, and adds the hybrid MBR. It
@@ -80,6 +83,12 @@ func fixup(f *os.File, opts Options) (int64, error) {
 	if opts.Boot != nil && opts.Boot.MBR != "" {
 		if err := writeHybridMBR(f, opts, ordered, padded); err != nil {
 			return 0, err
+		}
+		if a := opts.Boot.Appended; len(a) > 0 {
+			if _, err := f.WriteAt(a, padded); err != nil {
+				return 0, fmt.Errorf("writing the appended partition: %w", err)
+			}
+			padded += appendedSize(a)
 		}
 	}
 	return padded, nil

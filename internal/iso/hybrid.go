@@ -57,7 +57,8 @@ func bootEntries(f *os.File, vds [][]byte) (bios, efi uint32, err error) {
 // image's first sector: the isohybrid boot code (which loads the El Torito
 // BIOS image from the disk, given its address at offset 432), a disk
 // signature, partition 1 (active, the whole image, like isohybrid) and
-// partition 2 (type 0xEF, the EFI image) for UEFI firmware.
+// partition 2 (type 0xEF, the EFI image) for UEFI firmware, and partition
+// 3 after the ISO when the boot options append one.
 func writeHybridMBR(f *os.File, opts Options, vds [][]byte, size int64) error {
 	code, err := os.ReadFile(opts.Boot.MBR)
 	if err != nil {
@@ -89,6 +90,9 @@ func writeHybridMBR(f *os.File, opts Options, vds [][]byte, size int64) error {
 	partition(mbr[446:462], 0x80, 0x17, 0, total)
 	efiSectors := uint32((fi.Size() + 511) / 512)
 	partition(mbr[462:478], 0x00, 0xef, efi*4, efiSectors)
+	if a := opts.Boot.Appended; len(a) > 0 {
+		partition(mbr[478:494], 0x00, opts.Boot.AppendedType, total, uint32(appendedSize(a)/512))
+	}
 	mbr[510], mbr[511] = 0x55, 0xaa
 	if _, err := f.WriteAt(mbr, 0); err != nil {
 		return fmt.Errorf("writing the hybrid MBR: %w", err)

@@ -3,6 +3,7 @@ package iso
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -418,5 +419,40 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestWriteAppended appends a partition after the ISO (as xorriso's
+// -append_partition would): MBR partition 3 of the given type, a whole
+// MiB starting where the ISO's partition 1 ends, holding the bytes given.
+func TestWriteAppended(t *testing.T) {
+	dir := t.TempDir()
+	tree, boot := stageTree(t, dir, testEpoch)
+	mark := bytes.Repeat([]byte("appended "), 50)
+	boot.Appended, boot.AppendedType = mark, 0xda
+	out := filepath.Join(dir, "out.iso")
+	writeISO(t, tree, boot, out)
+
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, e3 := data[446:462], data[478:494]
+	end1 := int64(binary.LittleEndian.Uint32(e1[12:16])) * 512
+	start3 := int64(binary.LittleEndian.Uint32(e3[8:12])) * 512
+	size3 := int64(binary.LittleEndian.Uint32(e3[12:16])) * 512
+	if e3[4] != 0xda || start3 != end1 || size3 != 1<<20 {
+		t.Fatalf("partition 3: type %#x at byte %d, %d bytes; want 0xda at %d (partition 1's end), 1 MiB", e3[4], start3, size3, end1)
+	}
+	if int64(len(data)) != start3+size3 {
+		t.Errorf("the image is %d bytes, want %d (it ends with partition 3)", len(data), start3+size3)
+	}
+	if !bytes.Equal(data[start3:start3+int64(len(mark))], mark) {
+		t.Error("partition 3 does not start with the appended bytes")
+	}
+	if raw, err := exec.Command("xorriso", "-indev", out, "-report_system_area", "plain").CombinedOutput(); err != nil {
+		t.Fatalf("xorriso: %v\n%s", err, raw)
+	} else if rep := strings.Join(strings.Fields(string(raw)), " "); !strings.Contains(rep, "MBR partition : 3 0x00 0xda ") {
+		t.Errorf("xorriso does not see partition 3:\n%s", raw)
 	}
 }

@@ -63,6 +63,12 @@ type Boot struct {
 	// its first 432 bytes go into the image's first sector. Empty means no
 	// hybrid MBR.
 	MBR string
+	// Appended, with MBR, is written after the ISO as a partition of its
+	// own (MBR partition 3 of type AppendedType, padded to a MiB), as
+	// xorriso's -append_partition does: a small writable area on a dd'd
+	// stick (package stickkey's key slot).
+	Appended     []byte
+	AppendedType byte
 }
 
 // Options says what to write and where.

@@ -75,6 +75,11 @@ type Options struct {
 	// open tap device (a virtual site's bridge, vsite.Site.Tap) instead of
 	// an empty hub.
 	ProvisioningTap *os.File
+	// StickOverlay, when set, keeps what the machine writes to its USB
+	// stick in this qcow2 file over Image (made when missing), so the next
+	// machine with it finds it there; else the stick's writes are lost
+	// when the machine stops.
+	StickOverlay string
 	// TPMState, when set, gives the machine a TPM 2.0: a software TPM
 	// (swtpm) whose state lives in this folder, so a second machine with
 	// the same folder has the same TPM, and one with another folder a
@@ -175,9 +180,16 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 			"-drive", "if=none,id=stick,media=cdrom,readonly=on,format=raw,file="+o.Image,
 			"-device", "ide-cd,drive=stick,bootindex=0")
 	case o.Media == USB:
+		drive := "if=none,id=stick,format=raw,snapshot=on,file=" + o.Image
+		if o.StickOverlay != "" {
+			if err := overlay(o.Image, o.StickOverlay); err != nil {
+				return nil, err
+			}
+			drive = "if=none,id=stick,format=qcow2,file=" + o.StickOverlay
+		}
 		args = append(args,
 			"-device", "usb-ehci,id=ehci",
-			"-drive", "if=none,id=stick,format=raw,snapshot=on,file="+o.Image,
+			"-drive", drive,
 			"-device", "usb-storage,bus=ehci.0,drive=stick,removable=on,bootindex=0")
 	default:
 		return nil, fmt.Errorf("qemu: unknown media %q (cd or usb)", o.Media)
@@ -262,6 +274,21 @@ const (
 	GuestPrefix         = 24
 	GuestGateway        = "10.0.2.2"
 )
+
+// overlay makes a qcow2 file over image at path, unless there is one.
+func overlay(image, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", abs, path).CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu: the stick's overlay (apt-get install qemu-utils): %v: %s", err, out)
+	}
+	return nil
+}
 
 // startTPM starts a software TPM 2.0 with its state in state, and returns
 // its control socket for QEMU. The socket is made here and handed to swtpm
@@ -479,7 +506,11 @@ func Detect(binary string) Accel {
 	return a
 }
 
-var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64"}
+// tcg's CPU is qemu64 with AES-NI, which every server of the last decade
+// has: the data disk is AES-XTS (dm-crypt), which without it runs the
+// kernel's table-driven AES, emulated instruction by instruction, and
+// stalls etcd's writes for minutes.
+var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64,+aes,+pclmulqdq"}
 
 // pvmModule is where a kernel shows PVM (kvm_pvm: KVM without hardware
 // virtualisation, for nested guests). Its /dev/kvm runs SeaBIOS through

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bootstick/bootstick/internal/stickkey"
 	"io"
 	"net/http"
 	"os"
@@ -348,6 +349,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		if o.Site != "" {
 			mode = 0o600 // the site's credentials, CA and networks
 		}
+		// A dd'd stick keeps the data disk's key when the machine has
+		// no TPM (package stickkey): a blank slot after the ISO.
+		boot.Appended, boot.AppendedType = stickkey.Blank(), stickkey.PartitionType
 		return iso.Write(ctx, iso.Options{Tree: tree, Output: o.Output, Label: label, Epoch: o.Epoch, Boot: &boot, Mode: mode})
 	}); err != nil {
 		return nil, err

@@ -1,0 +1,84 @@
+package qemutest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// searchDisk fails the run when the data disk's image, read here with its
+// machine off, holds any of the secrets.
+func searchDisk(t *testing.T, run *Run, secrets []secret) {
+	found, scanned, err := SearchDisk(run.DataDisk, secrets)
+	if err != nil {
+		run.Fatalf("sealed: reading the data disk's image: %v", err)
+	}
+	var names []string
+	for _, s := range secrets {
+		names = append(names, s.what)
+	}
+	t.Logf("sealed: read %d MiB of the data disk's image on this machine, looking for %d secrets (%s)", scanned>>20, len(secrets), strings.Join(names, ", "))
+	for _, f := range found {
+		run.Errorf("sealed: the data disk's image holds %s (%s) in clear", f.what, f.path)
+	}
+}
+
+// otherTPMRefused is firstboot's error when the data disk's key is sealed
+// to a TPM this machine does not have (package luks).
+var otherTPMRefused = regexp.MustCompile(`this TPM does not unseal its key`)
+
+// unsealTook is the data disk's unlock on a later boot, in the journal.
+var unsealTook = regexp.MustCompile(`unsealed the data disk's key with the TPM and unlocked it.* took=(\S+)`)
+
+// sealedScenarios follow scenario 1 in make test: its data disk keeps the
+// secrets sealed (issue 27's Sealed journey).
+//   - The machine powers off, and its data disk's image, read here, holds
+//     none of the secrets the guest showed.
+//   - The same disk in a machine with another TPM does not unseal, and
+//     firstboot says so.
+//   - The same disk back in its own machine unseals on its own, with the
+//     machine's own SSH host key (kept on the disk).
+func sealedScenarios(t *testing.T, ctx context.Context, s *Stick, run *Run, m1 *Machine) {
+	for _, err := range m1.CheckSealed(ctx) {
+		run.Errorf("sealed: %v", err)
+	}
+	secrets, errs := m1.ReadSecrets(ctx, secretFiles)
+	for _, err := range errs {
+		run.Errorf("sealed: %v", err)
+	}
+	if err := m1.PowerOff(3 * time.Minute); err != nil {
+		t.Logf("sealed: power-off: %v", err)
+	}
+	searchDisk(t, run, secrets)
+
+	other := run.BootWith(ctx, s, BootOptions{Mode: ColdMode, TPMState: filepath.Join(run.Dir, "tpm-other")}, "other-tpm")
+	l, err := other.WaitConsole(ctx, otherTPMRefused, bootBudget)
+	if err != nil {
+		run.Fatalf("sealed: the data disk in a machine with another TPM: %v", err)
+	}
+	t.Logf("sealed: another TPM, %s after power-on: %s", l.At.Round(time.Second), strings.TrimSpace(l.Text))
+	other.PowerCut()
+
+	m := run.Boot(ctx, s, ColdMode, "unseal")
+	if _, err := m.Connect(ctx, bootBudget); err != nil {
+		run.Fatalf("sealed: the data disk back in its own machine: %v", err)
+	}
+	for _, err := range m.CheckSealed(ctx) {
+		run.Errorf("sealed, after the reboot: %v", err)
+	}
+	journal, err := m.Run(ctx, "journalctl -b -o cat --no-pager | grep -F 'unsealed the data disk' || true")
+	if err != nil {
+		run.Errorf("sealed: the journal: %v", err)
+	} else if mt := unsealTook.FindStringSubmatch(journal); mt == nil {
+		run.Errorf("sealed: the journal does not say the data disk was unsealed on this boot:\n%s", journal)
+	} else {
+		d, _ := time.ParseDuration(mt[1])
+		t.Logf("sealed: the reboot unsealed the data disk with the TPM in %s", d)
+		run.record(fmt.Sprintf("sealed: unsealing the data disk at boot took %s (TCG)", d))
+	}
+	m.PowerCut()
+}
