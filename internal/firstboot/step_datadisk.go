@@ -107,7 +107,7 @@ func dataDiskStatus(p paths) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if m.Source != luks.Mapper(datadisk.MapperName) {
-		return fmt.Sprintf("NOT ENCRYPTED: %s is plain ext4 (this machine had no TPM 2.0 to seal a key to when it was formatted), and whoever holds it reads the cluster's keys and the BMC passwords", m.Source), true
+		return fmt.Sprintf("NOT ENCRYPTED: %s is plain ext4 (when it was formatted, this machine had no TPM 2.0 to seal a key to, and its boot medium could not keep one), and whoever holds it reads the cluster's keys and the BMC passwords", m.Source), true
 	}
 	dev, err := datadisk.FindByLabel(ctx, datadisk.DefaultLabel)
 	if err != nil || dev == "" {
