@@ -57,9 +57,7 @@ func TestSealedStickKey(t *testing.T) {
 	for _, err := range errs {
 		run.Errorf("stick key: %v", err)
 	}
-	if err := m.PowerOff(3 * time.Minute); err != nil {
-		t.Logf("stick key: power-off: %v", err)
-	}
+	flushAndCut(t, ctx, m)
 	searchDisk(t, run, secrets)
 
 	m2 := run.Boot(ctx, s, ColdMode, "boot2")
