@@ -135,18 +135,25 @@ func Attach(ctx context.Context, o Options) (dev string, found bool, err error) 
 	if err := o.defaults(); err != nil {
 		return "", false, err
 	}
+	dev, found, _, err = attach(ctx, o)
+	return dev, found, err
+}
+
+// attach is Attach on checked options; it also says where the disk's key
+// lives.
+func attach(ctx context.Context, o Options) (dev string, found bool, seal Seal, err error) {
 	dev, err = FindByLabel(ctx, o.Label)
 	if err != nil || dev == "" {
-		return "", false, err
+		return "", false, SealNone, err
 	}
-	fs, _, err := unlock(ctx, dev, o)
+	fs, seal, err := unlock(ctx, dev, o)
 	if err != nil {
-		return dev, true, err
+		return dev, true, seal, err
 	}
 	if err := mountAll(ctx, fs, o); err != nil {
-		return dev, true, err
+		return dev, true, seal, err
 	}
-	return dev, true, nil
+	return dev, true, seal, nil
 }
 
 // unlock returns the device the file system is on, and where its key
@@ -206,10 +213,9 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	if dev, found, err := Attach(ctx, o); err != nil {
+	if dev, found, seal, err := attach(ctx, o); err != nil {
 		return Result{Device: dev}, err
 	} else if found {
-		_, seal, _ := unlock(ctx, dev, o)
 		if o.Device != "" {
 			if want, err := filepath.EvalSymlinks(o.Device); err == nil && want != dev {
 				logctx.From(ctx).Warn("the site names one data disk, but another carries our label; using the labelled one",

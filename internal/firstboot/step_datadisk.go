@@ -74,15 +74,17 @@ var sealWords = map[datadisk.Seal]string{
 // stick's key slot (a dd'd stick); without that (a CD) there is none.
 func diskOptions(o runOptions, p paths) datadisk.Options {
 	d := datadisk.Options{Mount: p.Data, Binds: binds, Wipe: o.wipeDataDisk, KeyDir: p.Run}
-	src := datadisk.SourceOf("/run/live/medium")
-	if src != "" {
-		d.Exclude = []string{datadisk.DiskOf(src), src}
-		if slot, err := stickkey.Find(datadisk.DiskOf(src)); err != nil {
+	writable := false
+	if src := datadisk.SourceOf("/run/live/medium"); src != "" {
+		disk := datadisk.DiskOf(src)
+		d.Exclude = []string{disk, src}
+		if slot, err := stickkey.Find(disk); err != nil {
 			d.NoStickKey = err.Error()
-		} else if !slot.Writable() {
-			d.StickKey, d.NoStickKey = &slot, slot.Disk+" is read-only"
 		} else {
-			d.StickKey = &slot
+			d.StickKey, writable = &slot, slot.Writable()
+			if !writable {
+				d.NoStickKey = slot.Disk + " is read-only"
+			}
 		}
 	} else {
 		d.NoStickKey = "no boot medium at /run/live/medium"
@@ -90,7 +92,7 @@ func diskOptions(o runOptions, p paths) datadisk.Options {
 	switch {
 	case luks.HasTPM():
 		d.Seal = datadisk.SealTPM
-	case d.StickKey != nil && d.StickKey.Writable():
+	case writable:
 		d.Seal = datadisk.SealStick
 	}
 	return d

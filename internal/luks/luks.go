@@ -21,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -233,13 +232,8 @@ func systemdProgram(name string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	if p := filepath.Join("/usr/lib/systemd", name); fileExists(p) {
+	if p, err := exec.LookPath(filepath.Join("/usr/lib/systemd", name)); err == nil {
 		return p
 	}
 	return name // the error names it
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil || !errors.Is(err, os.ErrNotExist)
 }
