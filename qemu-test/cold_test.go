@@ -289,6 +289,7 @@ func (r *Run) BootWith(ctx context.Context, s *Stick, o BootOptions, name string
 }
 
 func (r *Run) cleanup() {
+	r.judgePanics()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// The last machine's console tail is said again with the failures:
@@ -314,7 +315,28 @@ func (r *Run) cleanup() {
 	r.stop()
 	os.RemoveAll(r.Dir)
 	if len(r.failures) > 0 {
-		r.t.Logf("%s failed (the diagnosis is above):\n  %s\n%s", r.t.Name(), strings.Join(r.failures, "\n  "), tail)
+		r.t.Logf("%s\n%s failed (the diagnosis is above):\n  %s", tail, r.t.Name(), strings.Join(r.failures, "\n  "))
+	}
+}
+
+// judgePanics fails the scenario for each kernel panic its machines had,
+// but TCG's race on the kernel's patching of its own code (Panic.TCGRace),
+// which it notes in the log and the times file: the machine rebooted
+// itself 10 s later, as a server does, and the scenario carried on.
+func (r *Run) judgePanics() {
+	r.mu.Lock()
+	machines := append([]*Machine(nil), r.machines...)
+	r.mu.Unlock()
+	for i, m := range machines {
+		for _, p := range m.Panics() {
+			what := fmt.Sprintf("%s boot %d (%s): the guest's kernel panicked %s", r.Name, i+1, m.Mode, p)
+			if !p.TCGRace {
+				r.Errorf("%s", what)
+				continue
+			}
+			msg := what + "; an int3 the kernel had already patched away: QEMU's multi-threaded TCG ran a stale translation of its own code (not a fault of the appliance), and the machine rebooted itself (panic=10)"
+			r.record(msg)
+		}
 	}
 }
 

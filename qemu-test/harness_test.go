@@ -312,3 +312,49 @@ func TestLastWords(t *testing.T) {
 		t.Errorf("lastWords(nil) = %q", got)
 	}
 }
+
+// findPanics tells TCG's race on the kernel's patching of its own code
+// (an int3 oops where the int3 is already gone: the console of a cold
+// boot under TCG, 2026-11-28) from any other panic.
+func TestFindPanics(t *testing.T) {
+	at := func(s int, text string) Line { return Line{At: time.Duration(s) * time.Second, Text: text} }
+	race := []Line{
+		at(50, "[   49.983944] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"),
+		at(50, "[   49.984555] RIP: 0010:kmem_cache_free+0x103/0x440"),
+		at(50, "[   49.984661] Code: 3b ac 22 01 49 8b 44 24 08 4d 89 e5 a8 01 0f 85 bc 02 00 00 0f 1f 44 00 00 31 c0 41 80 7d 33 f5 48 89 5c 24 10 4c 0f 45 e8 66 <90> 4d 8b 45 38 49 83 f8 07"),
+		at(50, "[   49.986508] Code: f0 ff ff 73 01 c3 48 8b 0d 96 6e 0d 00 f7 d8 64 89 01 48 83 c8 ff c3 66 2e 0f 1f 84 00 00 00 00 00 66 90 b8 c5 00 00 00 0f 05 <48> 3d 01 f0"),
+		at(50, "[   49.987791] Kernel panic - not syncing: Fatal exception in interrupt"),
+	}
+	stillThere := []Line{
+		at(80, "[   79.1] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"),
+		at(80, "[   79.2] Code: 4c 0f 45 e8 cc <90> 4d 8b 45 38"),
+		at(80, "[   79.3] Kernel panic - not syncing: Fatal exception"),
+	}
+	null := []Line{
+		at(170, "[  160.1] BUG: kernel NULL pointer dereference, address: 0000000000000008"),
+		at(170, "[  160.1] Oops: 0000 [#1] PREEMPT SMP NOPTI"),
+		at(170, "[  160.2] Code: 48 8b 47 08 <48> 8b 00"),
+		at(172, "[  160.3] Kernel panic - not syncing: Fatal exception"),
+	}
+	var lines []Line
+	lines = append(lines, at(1, "[    1.0] Linux version 6.12"))
+	lines = append(lines, race...)
+	lines = append(lines, at(60, "[    0.000000] Linux version 6.12 (reboot)"))
+	lines = append(lines, stillThere...)
+	lines = append(lines, null...)
+	got := findPanics(lines)
+	if len(got) != 3 {
+		t.Fatalf("findPanics found %d panics, want 3: %v", len(got), got)
+	}
+	for i, want := range []struct {
+		oops string
+		race bool
+	}{{"Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", true}, {"Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", false}, {"Oops: 0000 [#1] PREEMPT SMP NOPTI", false}} {
+		if got[i].Oops != want.oops || got[i].TCGRace != want.race {
+			t.Errorf("panic %d: oops %q, TCG race %v; want %q, %v", i, got[i].Oops, got[i].TCGRace, want.oops, want.race)
+		}
+	}
+	if findPanics(race[:3]) != nil {
+		t.Errorf("an oops with no panic after it counted as a panic")
+	}
+}

@@ -108,6 +108,9 @@ func Boot(ctx context.Context, s *Stick, o BootOptions) (*Machine, error) {
 		MemoryMiB: GuestMemoryMiB, CPUs: GuestCPUs,
 		DataDisk: DataDiskSize, DataDiskFile: o.DataDisk,
 		HostPort: port, GuestPort: 22, ProvisioningTap: o.ProvisioningTap, TPMState: o.TPMState, StickOverlay: o.StickOverlay,
+		// A panic reboots the machine (the stick's panic=10), as it
+		// does a server; Run's cleanup judges each panic (Panics).
+		Reboots: true,
 	})
 	if err != nil {
 		return nil, err
@@ -144,10 +147,10 @@ func (m *Machine) WaitConsole(ctx context.Context, re *regexp.Regexp, timeout ti
 
 // offWhy adds why the machine stopped to err, when it has: QEMU's exit
 // status and the guest's last words, so that a failure's one-line summary
-// (all that CI's excerpt may keep) says whether the guest panicked,
-// rebooted or powered off. Once kubelet runs, the guest panics on any
-// kernel oops and reboots 10 s later (kubelet sets kernel.panic_on_oops=1
-// and kernel.panic=10); QEMU runs with -no-reboot, so that is a stop.
+// (all that CI's excerpt may keep) says whether the guest panicked or
+// powered off. A panic reboots the guest 10 s later (the stick's panic=10;
+// once kubelet runs, any oops panics: kernel.panic_on_oops=1), and the
+// machine goes on (qemu.Options.Reboots): Panics lists them.
 func (m *Machine) offWhy(err error) error {
 	select {
 	case <-m.VM.Done():
@@ -187,6 +190,71 @@ func lastWords(lines []Line) string {
 	return "its last console lines: " + strings.Join(last, " | ")
 }
 
+// Panic is a kernel panic on the machine's console, and the oops that
+// led to it.
+type Panic struct {
+	At   time.Duration
+	Oops string // the oops line ("Oops: int3: 0000 [#1] ..."), or ""
+	Text string // the panic line
+	// TCGRace: the oops is an int3 trap at a place of the kernel's code
+	// that no longer holds an int3 (the oops's Code line). The kernel
+	// patches its own code at run time (static keys) by writing an int3
+	// first, and under QEMU's multi-threaded TCG another vCPU can still
+	// run its stale translation of that int3 after the patch is done: an
+	// emulator's race, which a server's CPU does not have.
+	TCGRace bool
+}
+
+func (p Panic) String() string {
+	oops := p.Oops
+	if oops == "" {
+		oops = "no oops line"
+	}
+	return fmt.Sprintf("%s after power-on: %s (%s)", p.At.Round(time.Second), p.Text, oops)
+}
+
+var (
+	panicLine = regexp.MustCompile(`Kernel panic - not syncing`)
+	oopsLine  = regexp.MustCompile(`Oops: .*`)
+	codeLine  = regexp.MustCompile(`\] Code: (.*)$`)
+)
+
+// Panics lists the kernel panics the machine's console shows, each with
+// the oops before it.
+func (m *Machine) Panics() []Panic { return findPanics(m.Console.Lines()) }
+
+func findPanics(lines []Line) []Panic {
+	var panics []Panic
+	oops, code := "", ""
+	for _, l := range lines {
+		switch {
+		case oopsLine.MatchString(l.Text) && !panicLine.MatchString(l.Text):
+			oops, code = oopsLine.FindString(l.Text), ""
+		case code == "" && oops != "" && codeLine.MatchString(l.Text):
+			code = codeLine.FindStringSubmatch(l.Text)[1]
+		case panicLine.MatchString(l.Text):
+			p := Panic{At: l.At, Oops: oops, Text: strings.TrimSpace(l.Text)}
+			p.TCGRace = strings.HasPrefix(oops, "Oops: int3") && int3Gone(code)
+			panics = append(panics, p)
+			oops, code = "", ""
+		}
+	}
+	return panics
+}
+
+// int3Gone: in an oops's Code line, the byte marked <..> is at the
+// instruction pointer, which an int3 trap leaves one byte past the int3
+// (0xcc). The int3 is gone when the byte before the mark is not cc.
+func int3Gone(code string) bool {
+	f := strings.Fields(code)
+	for i, b := range f {
+		if strings.HasPrefix(b, "<") {
+			return i > 0 && f[i-1] != "cc"
+		}
+	}
+	return false
+}
+
 // Connect logs in as root over SSH, retrying until timeout: sshd and the
 // guest's address come up some time after power-on.
 func (m *Machine) Connect(ctx context.Context, timeout time.Duration) (*ssh.Client, error) {
@@ -209,7 +277,7 @@ func (m *Machine) Connect(ctx context.Context, timeout time.Duration) (*ssh.Clie
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		c, err := ssh.Dial("tcp", addr, cfg)
+		c, err := dialSSH(ctx, addr, cfg)
 		if err == nil {
 			m.client = c
 			return c, nil
@@ -226,6 +294,25 @@ func (m *Machine) Connect(ctx context.Context, timeout time.Duration) (*ssh.Clie
 		case <-time.After(3 * time.Second):
 		}
 	}
+}
+
+// dialSSH is ssh.Dial with a deadline on the handshake too: QEMU's user
+// network accepts the TCP connection for a guest that never answers (one
+// that hangs), and ssh.Dial's Timeout covers only the connect.
+func dialSSH(ctx context.Context, addr string, cfg *ssh.ClientConfig) (*ssh.Client, error) {
+	d := net.Dialer{Timeout: cfg.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(2 * cfg.Timeout))
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return ssh.NewClient(c, chans, reqs), nil
 }
 
 // Run runs a shell command in the guest as root and returns its stdout.

@@ -14,7 +14,10 @@ import (
 )
 
 // DefaultKernelArgs boot the Debian live system with a serial console.
-var DefaultKernelArgs = []string{"boot=live", "components", "console=ttyS0,115200", "console=tty0"}
+// panic=10: an appliance nobody watches reboots 10 s after a kernel panic
+// and firstboot resumes, rather than hanging until someone power-cycles
+// it (the kubelet sets kernel.panic=10 too, but only once it runs).
+var DefaultKernelArgs = []string{"boot=live", "components", "console=ttyS0,115200", "console=tty0", "panic=10"}
 
 // The boot loaders come from Debian packages on the build host: isolinux
 // and syslinux-common for BIOS, grub-efi-amd64-bin (and grub-common's

@@ -85,6 +85,10 @@ type Options struct {
 	// the same folder has the same TPM, and one with another folder a
 	// different TPM.
 	TPMState string
+	// Reboots lets the guest's own reboot (its kernel's panic=10 after a
+	// panic) restart the machine, as a server's does. Without it QEMU
+	// runs with -no-reboot, and any reboot stops the machine.
+	Reboots bool
 }
 
 // VM is a running machine.
@@ -154,7 +158,9 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 		"-m", strconv.Itoa(o.MemoryMiB), "-smp", strconv.Itoa(o.CPUs),
 		"-serial", "file:" + vm.SerialLog,
 		"-qmp", "unix:" + vm.qmp + ",server=on,wait=off",
-		"-no-reboot",
+	}
+	if !o.Reboots {
+		args = append(args, "-no-reboot")
 	}
 	args = append(args, accel.Args...)
 
