@@ -45,12 +45,14 @@ iso: deps toolchain $(FIRSTBOOT)
 # unit and API tier (real etcd and kube-apiserver, the real toolchain) in
 # parallel; then the journeys one package at a time, each with its own
 # -timeout, since a TCG guest needs both cores: the virtual site's BMC,
-# the compute image's BIOS and UEFI boots, host mode (the application
-# cluster on a UEFI Redfish host, kind mode), the four-mode smoke
-# boot, and qemu-test's scenario 1 (the real stick cold booted in QEMU
-# until its own cluster is up). Integration tests read the toolchain from
-# $(CACHE). `make e2e` runs Journey A (every host shape and fault in host
-# mode), scenario 1 to a done first boot and the other scenarios.
+# the compute image's BIOS and UEFI boots, host mode (a UEFI Redfish
+# DHCP host provisioned and installed by the BPA, kind mode), the
+# four-mode smoke boot, and qemu-test's scenario 1 (the real stick cold
+# booted in QEMU until its own cluster is up, its data disk sealed).
+# Integration tests read the toolchain from $(CACHE). `make e2e` runs
+# Journey A (every host shape and fault in host mode), the application
+# cluster formed on that host (TestAppClusterDHCPClock), scenario 1 to a
+# done first boot and the other scenarios.
 test: deps toolchain
 	GO=$(GO) OUT=$(OUT) bash .ci/test-tiers
 
@@ -74,7 +76,7 @@ bench: deps toolchain iso
 	$(GO) run ./internal/benchtable/cmd/benchtable $(OUT)/bench-rows.jsonl | tee $(OUT)/bench.txt
 
 e2e: deps toolchain
-	$(GOTEST) -tags e2e -v -timeout 200m -run 'TestHostProvision$$|TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
+	$(GOTEST) -tags e2e -v -timeout 200m -run 'TestHostProvision$$|TestHostProvisionTwo$$|TestExampleSiteDHCPTwoNICClock$$|TestAppClusterDHCPClock$$|TestBMOFirmwarePathSafe$$' ./internal/firstboot/
 	$(GOTEST) -tags e2e -timeout 300m ./qemu-test/...
 
 # Regenerate the metal3 and BPA CRDs (and the BPA deepcopy code) with the

@@ -130,7 +130,7 @@ var manifestsDone = regexp.MustCompile(`step manifests \(\d+/\d+\): done in`)
 // done: the node Ready, its control plane, CoreDNS and the BPA Running),
 // under systemd on the live OS, from its own registry, with no route out.
 // Its metal3 and site steps run in host mode in make test
-// (TestAppClusterDHCPClock), at the host's speed; here, under TCG on this
+// (TestProvisionDHCPClock), at the host's speed; here, under TCG on this
 // machine, they took 13 more minutes (unpacking Ironic's image alone took
 // 5), so the whole first boot to done is make e2e's (TestColdBoot with
 // the reboot scenarios).

@@ -93,7 +93,9 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 // A BIOS machine (SeaBIOS, pc) gives its order in <os>. A UEFI machine
 // (OVMF from pflash with NVRAM of its own, q35) gives it per device, and
 // its NICs have no option ROM: the firmware's own PXE client boots, as a
-// real server's does. Extra NICs never boot.
+// real server's does. Extra NICs never boot. The CPU is x86-64-v2 with
+// AES-NI, as the appliance's is in package qemu: under TCG, a control
+// plane's TLS without AES-NI runs AES emulated instruction by instruction.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
@@ -109,7 +111,7 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   {{- else}}
   <clock offset='utc'/>
   {{- end}}
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/></cpu>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='sse4.1'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/><feature policy='require' name='aes'/><feature policy='require' name='pclmuldq'/></cpu>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>{{x .Emulator}}</emulator>
