@@ -326,6 +326,8 @@ func TestProvisionDHCPClock(t *testing.T) {
 	n.checkDHCP(t, ctx)
 
 	var p *bpa.Provisioning
+	// The wait ends at any finished install; checkInstallRanAgain then
+	// says in words whether the new BPA ran it.
 	waitFor(t, ctx, 15*time.Minute, "the new BPA to finish node-0's install phase", func() (bool, string) {
 		var err error
 		p, err = n.provisioning(ctx)
@@ -334,7 +336,7 @@ func TestProvisionDHCPClock(t *testing.T) {
 		}
 		h := p.Status.Hosts[0]
 		ph := phase(h, bpa.PhaseInstall)
-		return h.Error == "" && ph != nil && ph.Finished != nil && !ph.Started.Time.Before(killed.Add(-time.Second)), describe(p)
+		return h.Error == "" && ph != nil && ph.Finished != nil, describe(p)
 	})
 	checkInstallRanAgain(t, p.Status.Hosts[0], killed)
 	// What the install left on node-0, as its operator would look.
