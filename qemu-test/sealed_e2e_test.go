@@ -80,3 +80,35 @@ func TestSealedStickKey(t *testing.T) {
 	t.Logf("stick key: another stick, %s after power-on: %s", l.At.Round(time.Second), strings.TrimSpace(l.Text))
 	other.PowerCut()
 }
+
+// otherTPMRefused is firstboot's error when the data disk's key is sealed
+// to a TPM this machine does not have (package luks).
+var otherTPMRefused = regexp.MustCompile(`this TPM does not unseal its key`)
+
+// TestSealedOtherTPM is issue 27's stolen disk: a data disk sealed to one
+// machine's TPM, put in a machine with another TPM, does not unseal, and
+// firstboot says why and what to do. (make test's TestColdBoot proves the
+// same disk unseals in its own machine.)
+func TestSealedOtherTPM(t *testing.T) {
+	ctx, cancel := testctx.New(t, 30*time.Minute)
+	defer cancel()
+	s := stickFor(t, ctx)
+	run := NewRun(t, "other-tpm")
+
+	m := run.Boot(ctx, s, ColdMode, "boot1")
+	if _, err := m.WaitConsole(ctx, stepRan("data-disk"), bootBudget+5*time.Minute); err != nil {
+		run.Fatalf("other TPM, first boot: %v", err)
+	}
+	for _, err := range m.CheckSealed(ctx) {
+		run.Errorf("other TPM, first boot: %v", err)
+	}
+	flushAndCut(t, ctx, m)
+
+	other := run.BootWith(ctx, s, BootOptions{Mode: ColdMode, TPMState: filepath.Join(run.Dir, "tpm-other")}, "other-tpm")
+	l, err := other.WaitConsole(ctx, otherTPMRefused, bootBudget)
+	if err != nil {
+		run.Fatalf("other TPM: the data disk in a machine with another TPM: %v", err)
+	}
+	t.Logf("other TPM: %s after power-on: %s", l.At.Round(time.Second), strings.TrimSpace(l.Text))
+	other.PowerCut()
+}
