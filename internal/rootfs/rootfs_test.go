@@ -150,36 +150,8 @@ func TestSquashLayer(t *testing.T) {
 	}
 }
 
-// TestBuild builds the OS into the shared cache (so later runs and the QEMU
-// test reuse it) and checks the entry.
-func TestBuild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs mmdebstrap (minutes, root, the Debian mirror): integration tier")
-	}
-	res, err := Build(context.Background(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("rootfs entry %s (cached %v)", res.Dir, res.Cached)
-	for _, f := range []string{res.Kernel, res.Initrd, res.Squashfs} {
-		fi, err := os.Stat(f)
-		if err != nil || fi.Size() < 1<<20 {
-			t.Errorf("%s: %v (size %v)", f, err, fi)
-		}
-	}
-	lst, err := exec.Command("unsquashfs", "-l", res.Squashfs, "usr/lib/live/boot", "usr/bin/containerd").CombinedOutput()
-	if err != nil || !strings.Contains(string(lst), "usr/bin/containerd") || !strings.Contains(string(lst), "usr/lib/live/boot") {
-		t.Errorf("base squashfs lacks containerd or live-boot: %v\n%s", err, lst)
-	}
-	debs, _ := filepath.Glob(filepath.Join(filepath.Dir(res.Dir), "debs", "*.deb"))
-	if len(debs) < 100 {
-		t.Errorf("the .deb cache holds %d files; want the whole OS", len(debs))
-	}
-	again, err := Build(context.Background(), Options{})
-	if err != nil || !again.Cached || again.Dir != res.Dir {
-		t.Errorf("second Build = %+v, %v; want the cached entry", again, err)
-	}
-}
+// The real OS build, with the default bundle's options, is checked by
+// package stick's TestRealBuild (checkOSEntry), which builds it anyway.
 
 // TestInterruptedBuild cancels a build half way: it leaves no entry that
 // looks complete, and the next Build starts over cleanly.

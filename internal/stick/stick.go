@@ -94,6 +94,13 @@ type OSRequest struct {
 	Progress                      progress.Progress
 }
 
+// rootfsOptions are the options of package rootfs that build the OS.
+func (req OSRequest) rootfsOptions() rootfs.Options {
+	return rootfs.Options{Suite: req.Suite, Mirror: req.Mirror, SecurityMirror: req.SecurityMirror,
+		Packages: req.Packages, Locked: req.Locked,
+		CacheDir: req.CacheDir, Level: req.Level, Epoch: req.Epoch, Progress: req.Progress}
+}
+
 // OSResult is the built OS: host paths of its kernel, initrd and squashfs.
 type OSResult struct {
 	Kernel, Initrd, Squashfs string
@@ -430,9 +437,7 @@ func (o *Options) defaults() error {
 	}
 	if o.OS == nil {
 		o.OS = func(ctx context.Context, req OSRequest) (OSResult, error) {
-			r, err := rootfs.Build(ctx, rootfs.Options{Suite: req.Suite, Mirror: req.Mirror, SecurityMirror: req.SecurityMirror,
-				Packages: req.Packages, Locked: req.Locked,
-				CacheDir: req.CacheDir, Level: req.Level, Epoch: req.Epoch, Progress: req.Progress})
+			r, err := rootfs.Build(ctx, req.rootfsOptions())
 			if err != nil {
 				return OSResult{}, err
 			}
