@@ -150,7 +150,8 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 	var deployments []doc
 	// firstboot's metal3 step writes Ironic's and BMO's ConfigMaps.
 	objs, err := render.Metal3(render.Metal3Inputs{Provisioning: site.ProvisioningNetwork{Interface: "eth1", Address: "172.22.0.1/24",
-		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, Auth: render.IronicAuth{Username: "u", Password: "p"}})
+		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, Auth: render.IronicAuth{Username: "u", Password: "p"},
+		TLS: render.IronicTLSFiles{CA: []byte("CA"), CAKey: []byte("CA key"), Cert: []byte("cert"), Key: []byte("key")}})
 	if err != nil {
 		t.Fatal(err)
 	}

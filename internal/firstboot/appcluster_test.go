@@ -24,6 +24,7 @@ import (
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
 	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/kube"
 	"github.com/bootstick/bootstick/internal/render"
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
@@ -184,6 +185,11 @@ func provisionNode0(t *testing.T, budget time.Duration) (*node0, context.Context
 		t.Error(err)
 	} else {
 		t.Logf("node-0's console: %s", strings.Join(lines, "; "))
+		c, err := kube.Load(adminConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProvisioningTLS(t, ctx, c, "node-0", console)
 	}
 	if rep, _ := h.statusJSON(); len(rep.Hosts) != 1 || rep.Hosts[0].State != "provisioned" ||
 		rep.Hosts[0].BMCType != "redfish" || rep.Hosts[0].BootMode != "UEFI" || rep.Hosts[0].BootInterface != "ipxe" {

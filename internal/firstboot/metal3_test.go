@@ -3,6 +3,8 @@ package firstboot
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -262,7 +264,7 @@ func sshOutput(client *ssh.Client, cmd string) (string, error) {
 // ironicMaxVersion is the newest API version Ironic offers.
 func ironicMaxVersion(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s:%d/", m3Address, render.IronicAPIPort))
+	resp, err := ironicHTTPS(t).Get(fmt.Sprintf("https://%s:%d/", m3Address, render.IronicAPIPort))
 	if err != nil {
 		t.Fatalf("Ironic's API: %v", err)
 	}
@@ -276,6 +278,25 @@ func ironicMaxVersion(t *testing.T) string {
 		t.Fatalf("Ironic's API root: %v", err)
 	}
 	return root.DefaultVersion.Version
+}
+
+// ironicHTTPS is a client of Ironic's API as BMO is one: it trusts the
+// provisioning CA alone (the ConfigMap firstboot gave BMO).
+func ironicHTTPS(t testing.TB) *http.Client {
+	t.Helper()
+	c, err := kube.Load(adminConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := c.CS.CoreV1().ConfigMaps(render.BMONamespace).Get(context.Background(), render.BMOIronicCA, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the provisioning CA BMO trusts: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+		t.Fatalf("ConfigMap %s/%s holds no PEM certificate", render.BMONamespace, render.BMOIronicCA)
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
 func ironicLog() string {

@@ -378,8 +378,8 @@ func ironicAsBMO(t testing.TB, ctx context.Context, c *kube.Client) *ironicAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ironicAPI{base: fmt.Sprintf("http://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
-		password: string(cred.Data["password"]), client: &http.Client{Timeout: 30 * time.Second}}
+	return &ironicAPI{base: fmt.Sprintf("https://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
+		password: string(cred.Data["password"]), client: ironicHTTPS(t)}
 }
 
 // createFakeNode enrolls host name in Ironic under the name BMO looks up

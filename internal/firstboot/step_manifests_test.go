@@ -59,8 +59,8 @@ func TestIronicProbesAskProvisioningAddress(t *testing.T) {
 				switch {
 				case p == nil || p.HTTPGet == nil:
 					t.Errorf("Ironic's %s probe is %+v, want an HTTP probe", what, p)
-				case p.HTTPGet.Host != "172.22.0.1" || p.HTTPGet.Port.IntValue() != 6385:
-					t.Errorf("Ironic's %s probe asks %s:%s, want 172.22.0.1:6385", what, p.HTTPGet.Host, p.HTTPGet.Port.String())
+				case p.HTTPGet.Host != "172.22.0.1" || p.HTTPGet.Port.IntValue() != 6385 || p.HTTPGet.Scheme != corev1.URISchemeHTTPS:
+					t.Errorf("Ironic's %s probe asks %s://%s:%s, want HTTPS://172.22.0.1:6385 (the API speaks HTTPS only)", what, p.HTTPGet.Scheme, p.HTTPGet.Host, p.HTTPGet.Port.String())
 				}
 			}
 			checked++

@@ -54,8 +54,10 @@ const LabelNeedsSite = "bootstick.dev/needs-site"
 
 // metal3Step gives Ironic and BMO what they wait for (the manifests step
 // applied their Deployments without waiting): the provisioning network of
-// the site (ConfigMaps), the credentials BMO talks to Ironic with (Secrets,
-// made on the first boot and kept after), the stick's OS images, and the
+// the site (ConfigMaps), the credentials BMO talks to Ironic with and the
+// provisioning CA and Ironic's TLS certificate (Secrets, made on the first
+// boot and kept after), the deploy ramdisk that trusts that CA (on the
+// data disk), the stick's OS images, and the
 // DHCP leases' folder and the DHCP host list (the site's hosts' boot MACs,
 // sitestep.WriteDHCPHosts) on the data disk at fixed paths. Then it waits until
 // Ironic's API answers (its readiness probe) and BMO runs. Without a site
@@ -77,8 +79,10 @@ func metal3Step(n *node) pipeline.Step {
 			p, perr := os.Readlink(packagesLink)
 			l, lerr := os.Readlink(dhcpLeasesLink)
 			h, herr := os.Readlink(dhcpHostsLink)
+			d, derr := os.Readlink(deployRamdiskLink)
 			return err == nil && t == n.bundle.osImages() && perr == nil && p == n.bundle.packages() &&
-				lerr == nil && l == n.paths.dhcpLeases() && herr == nil && h == n.paths.dhcpHosts(), nil
+				lerr == nil && l == n.paths.dhcpLeases() && herr == nil && h == n.paths.dhcpHosts() &&
+				derr == nil && d == n.paths.deployRamdisk(), nil
 		},
 		Run: func(ctx context.Context, pc *pipeline.Context) error {
 			early, err := n.site()
@@ -123,6 +127,20 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
+			ip, err := render.ProvisioningIP(early.Bootstrap.Provisioning)
+			if err != nil {
+				return err
+			}
+			tls, err := provisioningTLS(ctx, c, ip)
+			if err != nil {
+				return err
+			}
+			if err := writeDeployRamdisk(ctx, n.bundle.osImages(), n.paths.deployRamdisk(), tls.CA); err != nil {
+				return err
+			}
+			if err := link(deployRamdiskLink, n.paths.deployRamdisk()); err != nil {
+				return err
+			}
 			bmcCA, err := early.Bootstrap.BMCCA(filepath.Dir(n.sitePath))
 			if err != nil {
 				return fmt.Errorf("site %s: bootstrap.bmcCAFile %s: %w", n.sitePath, early.Bootstrap.BMCCAFile, err)
@@ -132,6 +150,7 @@ func metal3Step(n *node) pipeline.Step {
 				return err
 			}
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
+				TLS:   render.IronicTLSFiles{CA: tls.CA, CAKey: tls.CAKey, Cert: tls.Cert, Key: tls.Key},
 				BMCCA: bmcCA, DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
 				SiteClock: siteClock})
 			if err != nil {

@@ -29,6 +29,16 @@ const (
 	IronicCredentials = "ironic-credentials"
 	// IronicHtpasswd holds the same user's bcrypt hash for Ironic.
 	IronicHtpasswd = "ironic-htpasswd"
+	// IronicTLS holds the certificate Ironic's API serves (tls.crt,
+	// tls.key) and the CA that signed it (ca.crt).
+	IronicTLS = "ironic-tls"
+	// ProvisioningCA keeps the provisioning CA with its key, and Ironic's
+	// certificate with its key (package ironictls): firstboot's own, to
+	// issue the certificate again; no Pod mounts it.
+	ProvisioningCA = "provisioning-ca"
+	// BMOIronicCA holds the provisioning CA (ca.crt) that BMO verifies
+	// Ironic's API against.
+	BMOIronicCA = "ironic-ca"
 	// IronicBMCCA holds the site's BMC CA certificates (bmc-ca.pem,
 	// empty when the site gives none), which Ironic trusts beside the
 	// system's roots when it speaks HTTPS to a Redfish BMC.
@@ -38,6 +48,10 @@ const (
 	// DeployRamdisk is the base name of the deploy kernel and initramfs
 	// in os-images (NAME.kernel, NAME.initramfs).
 	DeployRamdisk = "ironic-python-agent"
+	// DeployRamdiskFolder is where Ironic's web server serves the deploy
+	// ramdisk's initramfs that trusts the provisioning CA (the stick's
+	// with the CA appended; firstboot's metal3 step writes it).
+	DeployRamdiskFolder = "/deploy/"
 	// IronicUser is the user BMO is to Ironic.
 	IronicUser = "bootstick-bmo"
 )
@@ -71,6 +85,13 @@ func authFor(user, pw string) (IronicAuth, error) {
 	return IronicAuth{Username: user, Password: pw, Htpasswd: user + ":" + string(h) + "\n"}, nil
 }
 
+// IronicTLSFiles are the provisioning CA with its key and Ironic's
+// certificate with its key, PEM (package ironictls makes them). The keys
+// must never be logged.
+type IronicTLSFiles struct {
+	CA, CAKey, Cert, Key []byte
+}
+
 // ProvisioningIP is the bootstrap machine's address on the provisioning
 // network (bootstrap.provisioning.address without its prefix).
 func ProvisioningIP(p site.ProvisioningNetwork) (netip.Addr, error) {
@@ -90,6 +111,8 @@ const ramdiskKernelParams = "console=ttyS0,115200n8"
 type Metal3Inputs struct {
 	Provisioning site.ProvisioningNetwork
 	Auth         IronicAuth
+	// TLS is what Ironic's API serves and BMO verifies it with.
+	TLS IronicTLSFiles
 	// BMCCA is the PEM CA certificates the site's Redfish BMCs are signed
 	// with (nil: the system's roots only).
 	BMCCA []byte
@@ -117,6 +140,9 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 	ip, err := ProvisioningIP(p)
 	if err != nil {
 		return nil, err
+	}
+	if len(in.TLS.CA) == 0 || len(in.TLS.CAKey) == 0 || len(in.TLS.Cert) == 0 || len(in.TLS.Key) == 0 {
+		return nil, fmt.Errorf("Ironic's TLS certificate and the provisioning CA are missing: Ironic serves its API over TLS only")
 	}
 	http := fmt.Sprintf("http://%s:%d", hostPort(ip), ImagePort)
 	meta := func(ns, name string) metav1.ObjectMeta {
@@ -152,9 +178,10 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		}
 	}
 	bmoEnv := map[string]string{
-		"IRONIC_ENDPOINT":     fmt.Sprintf("http://%s:%d/v1/", hostPort(ip), IronicAPIPort),
+		"IRONIC_ENDPOINT":     fmt.Sprintf("https://%s:%d/v1/", hostPort(ip), IronicAPIPort),
+		"IRONIC_CACERT_FILE":  BMOIronicCAFile,
 		"DEPLOY_KERNEL_URL":   http + "/images/" + DeployRamdisk + ".kernel",
-		"DEPLOY_RAMDISK_URL":  http + "/images/" + DeployRamdisk + ".initramfs",
+		"DEPLOY_RAMDISK_URL":  http + DeployRamdiskFolder + DeployRamdisk + ".initramfs",
 		"DEPLOY_ARCHITECTURE": "x86_64",
 	}
 	if in.ProvisioningLimit > 0 {
@@ -166,7 +193,22 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
 		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),
 		cm(IronicNamespace, IronicBMCCA, map[string]string{"bmc-ca.pem": string(in.BMCCA)}),
+		tlsSecret(meta(IronicNamespace, IronicTLS), map[string][]byte{
+			corev1.TLSCertKey: in.TLS.Cert, corev1.TLSPrivateKeyKey: in.TLS.Key, "ca.crt": in.TLS.CA}),
+		secret(IronicNamespace, ProvisioningCA, map[string]string{
+			"ca.crt": string(in.TLS.CA), "ca.key": string(in.TLS.CAKey), "tls.crt": string(in.TLS.Cert), "tls.key": string(in.TLS.Key)}),
+		cm(BMONamespace, BMOIronicCA, map[string]string{"ca.crt": string(in.TLS.CA)}),
 	}, nil
+}
+
+// BMOIronicCAFile is where BMO reads the CA it verifies Ironic with
+// (31-baremetal-operator.yaml mounts ConfigMap BMOIronicCA there).
+const BMOIronicCAFile = "/opt/metal3/certs/ca/ca.crt"
+
+// tlsSecret is a Secret of type kubernetes.io/tls.
+func tlsSecret(meta metav1.ObjectMeta, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta,
+		Type: corev1.SecretTypeTLS, Data: data}
 }
 
 // dhcpAddrs are the IPv4 addresses among servers, comma-separated, as

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,12 +9,19 @@ import (
 	"github.com/bootstick/bootstick/internal/site"
 )
 
+// testTLS stands for the provisioning CA and Ironic's certificate
+// (render copies them, it does not read them).
+var testTLS = IronicTLSFiles{CA: []byte("CA PEM"), CAKey: []byte("CA KEY PEM"), Cert: []byte("CERT PEM"), Key: []byte("KEY PEM")}
+
+const testRamdiskURL = "http://172.22.0.1:6180/deploy/ironic-python-agent.initramfs"
+
 // ironicEnv is the ironic-config ConfigMap Metal3 renders for in.
 func ironicEnv(t *testing.T, in Metal3Inputs) map[string]string {
 	t.Helper()
 	in.Provisioning = site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
 		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}
 	in.Auth = IronicAuth{Username: "u", Password: "p"}
+	in.TLS = testTLS
 	objs, err := Metal3(in)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +81,7 @@ func TestMetal3DHCPServers(t *testing.T) {
 // PROVISIONING_LIMIT; without it BMO keeps its own default.
 func TestMetal3ProvisioningLimit(t *testing.T) {
 	for limit, want := range map[int]string{0: "", 2: "2"} {
-		in := Metal3Inputs{ProvisioningLimit: limit, Auth: IronicAuth{Username: "u", Password: "p"},
+		in := Metal3Inputs{ProvisioningLimit: limit, Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
 			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24", DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
 		objs, err := Metal3(in)
 		if err != nil {
@@ -94,7 +102,7 @@ func TestMetal3ProvisioningLimit(t *testing.T) {
 // a site read without defaults (ReadEarly) gets the default.
 func TestMetal3DHCPHosts(t *testing.T) {
 	for given, want := range map[string]string{"": "site", "site": "site", "any": "any"} {
-		in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"},
+		in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
 			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
 				DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}, DHCPHosts: given}}
 		objs, err := Metal3(in)
@@ -111,5 +119,70 @@ func TestMetal3DHCPHosts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMetal3TLS: BMO talks to Ironic over HTTPS and verifies it against
+// the provisioning CA alone, and hands Ironic the deploy ramdisk that
+// trusts it. Ironic's Pod gets its certificate, key and the CA as a TLS
+// Secret; the CA's key is only in firstboot's own Secret, and no
+// ConfigMap carries a key. Without TLS Metal3 refuses to render.
+func TestMetal3TLS(t *testing.T) {
+	in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
+		Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
+			DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
+	objs, err := Metal3(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			for k, v := range o.Data {
+				if strings.Contains(v, "KEY PEM") {
+					t.Errorf("ConfigMap %s/%s holds a key in %s", o.Namespace, o.Name, k)
+				}
+			}
+			switch {
+			case o.Namespace == BMONamespace && o.Name == BMOConfig:
+				seen["bmo"] = true
+				if o.Data["IRONIC_ENDPOINT"] != "https://172.22.0.1:6385/v1/" || o.Data["IRONIC_CACERT_FILE"] != BMOIronicCAFile ||
+					o.Data["DEPLOY_RAMDISK_URL"] != testRamdiskURL || o.Data["IRONIC_INSECURE"] != "" {
+					t.Errorf("BMO's settings: %v", o.Data)
+				}
+			case o.Namespace == BMONamespace && o.Name == BMOIronicCA:
+				seen["bmo-ca"] = true
+				if o.Data["ca.crt"] != "CA PEM" {
+					t.Errorf("BMO's CA: %v", o.Data)
+				}
+			}
+		case *corev1.Secret:
+			switch {
+			case o.Namespace == IronicNamespace && o.Name == IronicTLS:
+				seen["tls"] = true
+				if o.Type != corev1.SecretTypeTLS || string(o.Data["tls.crt"]) != "CERT PEM" || string(o.Data["tls.key"]) != "KEY PEM" ||
+					string(o.Data["ca.crt"]) != "CA PEM" || len(o.Data) != 3 {
+					t.Errorf("Ironic's TLS Secret: type %s, keys %d", o.Type, len(o.Data))
+				}
+			case o.Namespace == IronicNamespace && o.Name == ProvisioningCA:
+				seen["ca"] = o.StringData["ca.key"] == "CA KEY PEM"
+			default:
+				for k, v := range o.StringData {
+					if strings.Contains(v, "KEY PEM") {
+						t.Errorf("Secret %s/%s holds a TLS key in %s", o.Namespace, o.Name, k)
+					}
+				}
+			}
+		}
+	}
+	for _, w := range []string{"bmo", "bmo-ca", "tls", "ca"} {
+		if !seen[w] {
+			t.Errorf("Metal3 rendered no %s object (or not as it should be)", w)
+		}
+	}
+	in.TLS.Key = nil
+	if _, err := Metal3(in); err == nil || !strings.Contains(err.Error(), "TLS") {
+		t.Errorf("Metal3 without Ironic's key: %v, want refused", err)
 	}
 }

@@ -110,7 +110,7 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 		t.Errorf("DHCPHosts = %+v, want %+v", got, wantHosts)
 	}
 	m3, err := Metal3(Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: IronicAuth{Username: "u", Password: "p"},
-		BMCCA: []byte("PEM")})
+		BMCCA: []byte("PEM"), TLS: testTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
