@@ -264,7 +264,11 @@ func sshOutput(client *ssh.Client, cmd string) (string, error) {
 // ironicMaxVersion is the newest API version Ironic offers.
 func ironicMaxVersion(t *testing.T) string {
 	t.Helper()
-	resp, err := ironicHTTPS(t).Get(fmt.Sprintf("https://%s:%d/", m3Address, render.IronicAPIPort))
+	c, err := kube.Load(adminConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ironicHTTPS(t, c).Get(fmt.Sprintf("https://%s:%d/", m3Address, render.IronicAPIPort))
 	if err != nil {
 		t.Fatalf("Ironic's API: %v", err)
 	}
@@ -281,13 +285,9 @@ func ironicMaxVersion(t *testing.T) string {
 }
 
 // ironicHTTPS is a client of Ironic's API as BMO is one: it trusts the
-// provisioning CA alone (the ConfigMap firstboot gave BMO).
-func ironicHTTPS(t testing.TB) *http.Client {
+// provisioning CA alone (the ConfigMap firstboot gave BMO, read with c).
+func ironicHTTPS(t testing.TB, c *kube.Client) *http.Client {
 	t.Helper()
-	c, err := kube.Load(adminConf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cm, err := c.CS.CoreV1().ConfigMaps(render.BMONamespace).Get(context.Background(), render.BMOIronicCA, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the provisioning CA BMO trusts: %v", err)

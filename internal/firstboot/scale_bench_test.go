@@ -379,7 +379,7 @@ func ironicAsBMO(t testing.TB, ctx context.Context, c *kube.Client) *ironicAPI {
 		t.Fatal(err)
 	}
 	return &ironicAPI{base: fmt.Sprintf("https://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
-		password: string(cred.Data["password"]), client: ironicHTTPS(t)}
+		password: string(cred.Data["password"]), client: ironicHTTPS(t, c)}
 }
 
 // createFakeNode enrolls host name in Ironic under the name BMO looks up

@@ -80,21 +80,16 @@ func New(rnd io.Reader, addr netip.Addr, now time.Time) (*Set, error) {
 // its parts belong together: the certificate is the CA's and the keys are
 // theirs.
 func Load(ca, caKey, cert, key []byte) (*Set, error) {
-	s := &Set{CA: ca, CAKey: caKey, Cert: cert, Key: key}
-	caCert, err := parseCert(ca)
+	caPair, err := tls.X509KeyPair(ca, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("the provisioning CA: %w", err)
+		return nil, fmt.Errorf("the provisioning CA and its key: %w", err)
 	}
-	if _, err := tls.X509KeyPair(ca, caKey); err != nil {
-		return nil, fmt.Errorf("the provisioning CA's key: %w", err)
-	}
-	if _, err := tls.X509KeyPair(cert, key); err != nil {
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
 		return nil, fmt.Errorf("Ironic's certificate: %w", err)
 	}
-	if s.certParsed, err = parseCert(cert); err != nil {
-		return nil, fmt.Errorf("Ironic's certificate: %w", err)
-	}
-	if err := s.certParsed.CheckSignatureFrom(caCert); err != nil {
+	s := &Set{CA: ca, CAKey: caKey, Cert: cert, Key: key, certParsed: pair.Leaf}
+	if err := s.certParsed.CheckSignatureFrom(caPair.Leaf); err != nil {
 		return nil, fmt.Errorf("Ironic's certificate is not the provisioning CA's: %w", err)
 	}
 	return s, nil
