@@ -17,9 +17,13 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/command"
+	"github.com/bootstick/bootstick/internal/kubeadm"
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/status"
+
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // toolchainDir is where make toolchain leaves the binaries and the OCI layout.
@@ -167,6 +171,21 @@ func TestHostMode(t *testing.T) {
 	// a fresh init must pass).
 	if got := h.state().Step("kubeadm-init").Attempts; got != 2 {
 		t.Errorf("kubeadm-init took %d attempts, want 2 (one killed before kubeadm ran, one that passed)", got)
+	}
+
+	// The appliance's own etcd and API server ride out a stall of the
+	// machine's CPU as the application cluster's do: the kubelet restarts
+	// them only after kubeadm.StallFailureThreshold failed liveness probes.
+	for _, c := range []string{"etcd", "kube-apiserver"} {
+		data, err := os.ReadFile(filepath.Join("/etc/kubernetes/manifests", c+".yaml"))
+		var pod corev1.Pod
+		if err == nil {
+			err = sigsyaml.Unmarshal(data, &pod)
+		}
+		if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].LivenessProbe == nil ||
+			pod.Spec.Containers[0].LivenessProbe.FailureThreshold != kubeadm.StallFailureThreshold {
+			t.Errorf("%s's static Pod (%v) has no liveness probe that fails after %d failures:\n%s", c, err, kubeadm.StallFailureThreshold, data)
+		}
 	}
 
 	// A run after success is a no-op, quickly.

@@ -47,6 +47,7 @@ func (p paths) lock() string             { return filepath.Join(p.Run, "firstboo
 func (p paths) commandLogs() string      { return filepath.Join(p.Data, "logs") }
 func (p paths) containerdConfig() string { return filepath.Join(p.Etc, "containerd", "config.toml") }
 func (p paths) kubeadmConfig() string    { return filepath.Join(p.Etc, "kubeadm.yaml") }
+func (p paths) kubeadmPatches() string   { return filepath.Join(p.Etc, "kubeadm-patches") }
 func (p paths) cniConfDir() string       { return filepath.Join(p.Etc, "cni", "net.d") }
 func (p paths) encryptionConfig() string { return filepath.Join(p.Data, "encryption", "config.yaml") }
 func (p paths) etcdData() string         { return filepath.Join(p.Data, "etcd") }

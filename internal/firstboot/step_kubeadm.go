@@ -38,6 +38,12 @@ func kubeadmInitStep(n *node) pipeline.Step {
 			} else if created {
 				logctx.From(ctx).Info("generated the key that encrypts Secrets", "file", n.paths.encryptionConfig())
 			}
+			// The API server and etcd wait out a stall of minutes
+			// before their restart: on a machine short of CPU a restart
+			// turned one stall into a crash loop (kubeadm.StallPatches).
+			if err := kubeadm.WriteStallPatches(cfg.PatchesDir); err != nil {
+				return err
+			}
 			data, err := kubeadm.Render(cfg)
 			if err != nil {
 				return err
@@ -167,5 +173,6 @@ func kubeadmConfig(n *node) (kubeadm.Config, error) {
 		ImageRepository: api.Registry, EtcdImageTag: etcd.Tag, CoreDNSImageTag: dns.Tag,
 		EtcdDataDir: n.paths.etcdData(), EncryptionConfigPath: n.paths.encryptionConfig(),
 		CgroupDriver: kubeadm.CgroupDriver(supervise.SystemdIsPID1()),
+		PatchesDir:   n.paths.kubeadmPatches(),
 	}, nil
 }

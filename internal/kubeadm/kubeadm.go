@@ -7,9 +7,12 @@ package kubeadm
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/atomicfile"
 )
 
 // Config is one node's cluster.
@@ -37,6 +40,9 @@ type Config struct {
 	CgroupDriver string
 	// CertSANs are extra names for the API server's certificate.
 	CertSANs []string
+	// PatchesDir, when set, is the folder of kubeadm's patches for the
+	// static Pods (WriteStallPatches writes them there).
+	PatchesDir string
 }
 
 // Validate reports every problem at once.
@@ -163,6 +169,20 @@ func StallPatches() map[string]string {
 	return out
 }
 
+// WriteStallPatches writes StallPatches into dir, for a configuration
+// whose PatchesDir is dir.
+func WriteStallPatches(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("kubeadm's patches: %w", err)
+	}
+	for name, patch := range StallPatches() {
+		if err := atomicfile.Write(filepath.Join(dir, name), []byte(patch), 0o644); err != nil {
+			return fmt.Errorf("kubeadm's patches: %w", err)
+		}
+	}
+	return nil
+}
+
 // LeaderElectionArgs are the flags that give kube-controller-manager and
 // kube-scheduler the leader election above.
 func LeaderElectionArgs() []Arg {
@@ -192,6 +212,9 @@ func Render(c Config) ([]byte, error) {
 	}
 	ic := InitConfiguration{TypeMeta: TypeMeta{API, "InitConfiguration"}, Timeouts: slowMachineTimeouts,
 		LocalAPIEndpoint: APIEndpoint{c.AdvertiseAddress, c.BindPort}}
+	if c.PatchesDir != "" {
+		ic.Patches = &Patches{Directory: c.PatchesDir}
+	}
 	ic.NodeRegistration = NodeRegistration{Name: c.NodeName, CRISocket: c.CRISocket, ImagePullPolicy: "IfNotPresent",
 		Taints: &[]string{}, KubeletExtraArgs: []Arg{{"node-ip", c.AdvertiseAddress}}}
 

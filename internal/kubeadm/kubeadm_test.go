@@ -36,6 +36,7 @@ func TestRenderGolden(t *testing.T) {
 			c.CgroupDriver = CgroupDriver(true)
 			c.EtcdImageTag, c.CoreDNSImageTag = "", ""
 			c.CertSANs = []string{"ilc.example"}
+			c.PatchesDir = "/etc/bootstick/kubeadm-patches"
 		}},
 	}
 	for _, tt := range tests {
