@@ -174,8 +174,10 @@ func provisionNode0(t *testing.T, budget time.Duration) (*node0, context.Context
 		Hosts:           []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
 		ControlPlaneVIP: node0VIP,
 	})
+	attacked := startAttacker(t, ctx, vs, "node-0", m.MAC)
 	took, logPath := h.runSite(iso, sitePath)
 	t.Logf("firstboot run, to node-0 provisioned: %s", took)
+	attacked()
 	n := &node0{h: h, vs: vs, machine: m, kubectl: filepath.Join(tc, "bin", "kubectl"), logPath: logPath}
 	n.hostIP = inspectedAddress(t, ctx, n.kubectl, "node-0", m.MAC)
 	t.Logf("node-0's address from DHCP, as inspection saw it: %s", n.hostIP)

@@ -288,15 +288,24 @@ func ironicMaxVersion(t *testing.T) string {
 // provisioning CA alone (the ConfigMap firstboot gave BMO, read with c).
 func ironicHTTPS(t testing.TB, c *kube.Client) *http.Client {
 	t.Helper()
-	cm, err := c.CS.CoreV1().ConfigMaps(render.BMONamespace).Get(context.Background(), render.BMOIronicCA, metav1.GetOptions{})
+	client, err := provisioningClient(context.Background(), c)
 	if err != nil {
-		t.Fatalf("the provisioning CA BMO trusts: %v", err)
+		t.Fatal(err)
+	}
+	return client
+}
+
+// provisioningClient is ironicHTTPS's client, or why there is none yet.
+func provisioningClient(ctx context.Context, c *kube.Client) (*http.Client, error) {
+	cm, err := c.CS.CoreV1().ConfigMaps(render.BMONamespace).Get(ctx, render.BMOIronicCA, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the provisioning CA BMO trusts: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
-		t.Fatalf("ConfigMap %s/%s holds no PEM certificate", render.BMONamespace, render.BMOIronicCA)
+		return nil, fmt.Errorf("ConfigMap %s/%s holds no PEM certificate", render.BMONamespace, render.BMOIronicCA)
 	}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}, nil
 }
 
 func ironicLog() string {

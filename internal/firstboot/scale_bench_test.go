@@ -374,12 +374,25 @@ func runToEnd(t testing.TB, h *hostRun, bundle, sitePath string) string {
 // credentials (the Secret firstboot made).
 func ironicAsBMO(t testing.TB, ctx context.Context, c *kube.Client) *ironicAPI {
 	t.Helper()
-	cred, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
+	api, err := ironicAdmin(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return api
+}
+
+// ironicAdmin is ironicAsBMO's client, or why there is none yet.
+func ironicAdmin(ctx context.Context, c *kube.Client) (*ironicAPI, error) {
+	cred, err := c.CS.CoreV1().Secrets(render.BMONamespace).Get(ctx, render.IronicCredentials, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("BMO's Ironic credentials: %w", err)
+	}
+	client, err := provisioningClient(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	return &ironicAPI{base: fmt.Sprintf("https://%s:%d", m3Address, render.IronicAPIPort), user: string(cred.Data["username"]),
-		password: string(cred.Data["password"]), client: ironicHTTPS(t, c)}
+		password: string(cred.Data["password"]), client: client}, nil
 }
 
 // createFakeNode enrolls host name in Ironic under the name BMO looks up
