@@ -88,8 +88,8 @@ func startAttacker(t *testing.T, ctx context.Context, vs *vsite.Site, host, mac 
 			r = <-done
 		}
 		cancel()
-		if log := ironicLog(); strings.Contains(log, "refused: below API version 1.62") {
-			r.saw("Ironic's log: %s", lineWith(log, "refused: below API version 1.62"))
+		if l := lineWith(ironicLog(), "refused: below API version 1.62"); l != "" {
+			r.saw("Ironic's log: %s", l)
 		}
 		t.Logf("the attacker at %s, on the provisioning network while %s deployed:\n  %s", attackerAddr, host, strings.Join(r.lines, "\n  "))
 		for _, w := range r.wrongs {
@@ -104,41 +104,52 @@ type deployWindow struct {
 	uuid, state, agentURL string
 }
 
-// waitDeployWindow watches Ironic (as BMO, with its credentials) until
-// host's node deploys with its agent called back. It says why it stopped
-// otherwise: the node went active first, or ctx ended.
-func waitDeployWindow(ctx context.Context, host string) (deployWindow, error) {
+// waitDeployWindow watches Ironic (as BMO, with its credentials, once
+// firstboot has made them) until host's node deploys with its agent
+// called back, and returns the client it watched with. It says why it
+// stopped otherwise: the node went active first, or ctx ended.
+func waitDeployWindow(ctx context.Context, host string) (deployWindow, *ironicAPI, error) {
 	var last string
+	var api *ironicAPI
 	for {
-		w, err := deployingNode(ctx, host)
+		var w deployWindow
+		var err error
+		if api == nil {
+			api, err = ironicAdminNow(ctx)
+		}
+		if api != nil {
+			w, err = deployingNode(ctx, api, host)
+		}
 		switch {
 		case err != nil:
 			last = err.Error()
 		case w.agentURL != "" && (w.state == "wait call-back" || w.state == "deploying"):
-			return w, nil
+			return w, api, nil
 		case w.state == "active":
-			return w, fmt.Errorf("%s's node went active before the attacker saw its deploy ramdisk call back", host)
+			return w, api, fmt.Errorf("%s's node went active before the attacker saw its deploy ramdisk call back", host)
 		default:
 			last = fmt.Sprintf("node %s, agent %q", w.state, w.agentURL)
 		}
 		select {
 		case <-ctx.Done():
-			return w, fmt.Errorf("waiting for %s's deploy ramdisk to call back (last: %s): %w", host, last, ctx.Err())
+			return w, api, fmt.Errorf("waiting for %s's deploy ramdisk to call back (last: %s): %w", host, last, ctx.Err())
 		case <-time.After(2 * time.Second):
 		}
 	}
 }
 
-// deployingNode reads host's node as BMO would.
-func deployingNode(ctx context.Context, host string) (deployWindow, error) {
+// ironicAdminNow is ironicAdmin with this machine's cluster, or why
+// there is none yet.
+func ironicAdminNow(ctx context.Context) (*ironicAPI, error) {
 	c, err := kube.Load(adminConf)
 	if err != nil {
-		return deployWindow{}, err
+		return nil, err
 	}
-	api, err := ironicAdmin(ctx, c)
-	if err != nil {
-		return deployWindow{}, err
-	}
+	return ironicAdmin(ctx, c)
+}
+
+// deployingNode reads host's node as BMO would.
+func deployingNode(ctx context.Context, api *ironicAPI, host string) (deployWindow, error) {
 	var nodes struct {
 		Nodes []struct {
 			UUID               string         `json:"uuid"`
@@ -161,7 +172,7 @@ func deployingNode(ctx context.Context, host string) (deployWindow, error) {
 
 func attack(ctx context.Context, vs *vsite.Site, host, mac string) attackResult {
 	var r attackResult
-	w, err := waitDeployWindow(ctx, host)
+	w, admin, err := waitDeployWindow(ctx, host)
 	if err != nil {
 		r.wrong("it had no deploy to attack: %v", err)
 		return r
@@ -228,17 +239,15 @@ func attack(ctx context.Context, vs *vsite.Site, host, mac string) attackResult 
 	}
 	// Heartbeats as the host: with what a lookup gave, with none, and
 	// with a callback URL of its own.
+	token := cmp.Or(got, "******")
 	for _, hb := range []struct {
 		what string
 		body map[string]any
 	}{
-		{"with the masked token, at the host's callback URL", map[string]any{"callback_url": w.agentURL, "agent_token": "******", "agent_version": "10.2.0"}},
+		{"with the masked token, at the host's callback URL", map[string]any{"callback_url": w.agentURL, "agent_token": token, "agent_version": "10.2.0"}},
 		{"with no token", map[string]any{"callback_url": w.agentURL, "agent_version": "10.2.0"}},
-		{"with a callback URL of its own", map[string]any{"callback_url": "https://" + attackerAddr + ":9999", "agent_token": cmp.Or(got, "******"), "agent_version": "10.2.0"}},
+		{"with a callback URL of its own", map[string]any{"callback_url": "https://" + attackerAddr + ":9999", "agent_token": token, "agent_version": "10.2.0"}},
 	} {
-		if got != "" && hb.body["agent_token"] == "******" {
-			hb.body["agent_token"] = got
-		}
 		code, body, err := call(http.MethodPost, api+"/v1/heartbeat/"+w.uuid, "1.68", hb.body)
 		what := "heartbeat as " + host + " " + hb.what
 		switch {
@@ -250,7 +259,7 @@ func attack(ctx context.Context, vs *vsite.Site, host, mac string) attackResult 
 			r.saw("%s: %d %s", what, code, firstLine(body))
 		}
 	}
-	if after, err := deployingNode(ctx, host); err == nil && after.agentURL != w.agentURL && after.agentURL != "" {
+	if after, err := deployingNode(ctx, admin, host); err == nil && after.agentURL != w.agentURL && after.agentURL != "" {
 		r.wrong("%s's callback URL is now %s, not its deploy ramdisk's %s", host, after.agentURL, w.agentURL)
 	}
 	// The node, its instance (the config drive, the user data) and

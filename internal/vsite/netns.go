@@ -26,8 +26,9 @@ func listenIn(nsPath, addr string) (net.Listener, error) {
 // DialFrom connects to address over network ("tcp") from src, an address
 // of the site's network that no machine of the site has: a machine on
 // the provisioning network, as anyone who plugs into it would be. src is
-// put on the site's bridge inside the namespace (once); the socket is
-// made there, so nothing leaves the namespace but over the site's veth.
+// put on the site's bridge inside the namespace (ip addr replace: the
+// same again changes nothing); the socket is made there, so nothing
+// leaves the namespace but over the site's veth.
 func (s *Site) DialFrom(ctx context.Context, src netip.Addr, network, address string) (net.Conn, error) {
 	if !s.opts.Network.Contains(src) || src == s.opts.HostAddr || slices.Contains(s.bmcAddrs(), src) {
 		return nil, fmt.Errorf("dialing from %s: not a free address of the site's network %s", src, s.opts.Network)
