@@ -5,6 +5,14 @@
 // made with mkfs.ext4 -d, the EFI partition with go-diskfs, and GRUB's BIOS
 // stage is laid down as grub-bios-setup would, for one contiguous core.
 //
+// UEFI boots the root's own signed chain, as Debian installs it on a
+// removable path: shim (signed by Microsoft's UEFI CA) as
+// EFI/BOOT/BOOTX64.EFI, Debian's signed GRUB beside it, and a grub.cfg in
+// EFI/debian (the signed GRUB's built-in prefix) that finds the root by its
+// UUID. So a host boots it with Secure Boot on or off, and under Secure
+// Boot shim checks GRUB and GRUB (through shim) the kernel, both against
+// Debian's CA.
+//
 // The root's kernel command line, fstab and cloud-init settings are written
 // here, so any Debian root with a kernel and cloud-init becomes a host image
 // that takes its network and keys from the config drive Ironic writes.
@@ -32,16 +40,31 @@ import (
 	"github.com/bootstick/bootstick/internal/fatimg"
 )
 
-// Options say how large the disk is and where the boot loaders come from.
+// Options say how large the disk is and where the BIOS boot loader comes
+// from.
 type Options struct {
 	SizeMiB int
 	Epoch   time.Time
 	// Work is a scratch folder.
 	Work string
-	// GrubPCDir and GrubEFIDir hold GRUB's modules for BIOS and for
-	// UEFI; Debian's folders when empty.
-	GrubPCDir, GrubEFIDir string
+	// GrubPCDir holds GRUB's modules for BIOS; Debian's folder when empty.
+	GrubPCDir string
 }
+
+// Layout names how Build lays an image out; a change to it is a new
+// value, so that a cached image of the old layout is built again.
+const Layout = "diskimage/v2: BIOS GRUB, UEFI shim and signed GRUB from the root"
+
+// The root's signed UEFI loaders (packages shim-signed and
+// grub-efi-amd64-signed), and where each goes on the EFI partition.
+var signedLoaders = []struct{ from, to, pkg string }{
+	{"usr/lib/shim/shimx64.efi.signed", "EFI/BOOT/BOOTX64.EFI", "shim-signed"},
+	{"usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed", "EFI/BOOT/grubx64.efi", "grub-efi-amd64-signed"},
+}
+
+// signedGrubConfig is where Debian's signed GRUB reads its configuration:
+// its built-in prefix, /EFI/debian, on the partition it was loaded from.
+const signedGrubConfig = "EFI/debian/grub.cfg"
 
 // Needs are the programs Build runs.
 var Needs = []string{"mkfs.ext4", "grub-mkimage", "qemu-img"}
@@ -53,8 +76,9 @@ const (
 	espStart  = 4096
 )
 
-// grubModules are built into both loaders, so the disk needs no module
-// folder: GPT, ext4, the search by UUID, and the Linux loader.
+// grubModules are built into the BIOS loader, so the disk needs no module
+// folder: GPT, ext4, the search by UUID, and the Linux loader. (Debian's
+// signed GRUB for UEFI has them built in too.)
 var grubModules = []string{"part_gpt", "part_msdos", "ext2", "fat", "search", "search_fs_uuid",
 	"configfile", "normal", "linux", "echo", "test", "gzio", "xzio", "zstd", "serial", "terminal", "all_video", "sleep"}
 
@@ -67,9 +91,6 @@ func Build(ctx context.Context, root, out string, o Options) error {
 	}
 	if o.GrubPCDir == "" {
 		o.GrubPCDir = "/usr/lib/grub/i386-pc"
-	}
-	if o.GrubEFIDir == "" {
-		o.GrubEFIDir = "/usr/lib/grub/x86_64-efi"
 	}
 	uuid := stableUUID(root, o.Epoch)
 	kernel, initrd, err := bootFiles(root)
@@ -91,16 +112,15 @@ func Build(ctx context.Context, root, out string, o Options) error {
 		"-p", "/boot/grub", "-c", earlyFile, "-o", core, "biosdisk"}, grubModules...)...); err != nil {
 		return fmt.Errorf("disk image: GRUB for BIOS: %w", err)
 	}
-	efiLoader := filepath.Join(o.Work, "BOOTX64.EFI")
-	if _, err := command.Run(ctx, command.Options{}, append([]string{"grub-mkimage", "-O", "x86_64-efi", "-d", o.GrubEFIDir,
-		"-p", "/boot/grub", "-c", earlyFile, "-o", efiLoader}, grubModules...)...); err != nil {
-		return fmt.Errorf("disk image: GRUB for UEFI: %w", err)
+	espFiles := map[string][]byte{signedGrubConfig: []byte(early)}
+	for _, l := range signedLoaders {
+		data, err := os.ReadFile(filepath.Join(root, l.from))
+		if err != nil {
+			return fmt.Errorf("disk image: the UEFI loader %s: add %s to the root's packages: %w", l.from, l.pkg, err)
+		}
+		espFiles[l.to] = data
 	}
-	efi, err := os.ReadFile(efiLoader)
-	if err != nil {
-		return fmt.Errorf("disk image: %w", err)
-	}
-	esp, err := fatimg.Build(map[string][]byte{"EFI/BOOT/BOOTX64.EFI": efi}, o.Epoch)
+	esp, err := fatimg.Build(espFiles, o.Epoch)
 	if err != nil {
 		return fmt.Errorf("disk image: %w", err)
 	}

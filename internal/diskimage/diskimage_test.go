@@ -32,7 +32,8 @@ func TestLayout(t *testing.T) {
 		}
 	}
 	root := filepath.Join(t.TempDir(), "root")
-	for p, data := range map[string]string{"boot/vmlinuz-6.1.0-1-amd64": "kernel", "boot/initrd.img-6.1.0-1-amd64": "initrd", "etc/hostname": "debian\n"} {
+	for p, data := range map[string]string{"boot/vmlinuz-6.1.0-1-amd64": "kernel", "boot/initrd.img-6.1.0-1-amd64": "initrd", "etc/hostname": "debian\n",
+		"usr/lib/shim/shimx64.efi.signed": "shim", "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed": "signed grub"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
 		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -92,8 +93,17 @@ func TestLayout(t *testing.T) {
 	esp := table.Partitions[1]
 	espImg := filepath.Join(t.TempDir(), "esp.img")
 	os.WriteFile(espImg, img[esp.Start*sector:(esp.End+1)*sector], 0o644)
-	if out, err := exec.Command("mdir", "-i", espImg, "::/EFI/BOOT").CombinedOutput(); err != nil || !strings.Contains(strings.ToUpper(string(out)), "BOOTX64") {
-		t.Errorf("the EFI partition has no EFI/BOOT/BOOTX64.EFI: %v\n%s", err, out)
+	// Secure Boot's chain on the removable path: shim, the signed GRUB
+	// beside it, and the configuration where that GRUB looks for it.
+	for file, want := range map[string]string{
+		"EFI/BOOT/BOOTX64.EFI": "shim",
+		"EFI/BOOT/grubx64.efi": "signed grub",
+		"EFI/debian/grub.cfg":  "search --no-floppy --fs-uuid --set=root " + stableUUID(root, time.Unix(1700000000, 0)),
+	} {
+		out, err := exec.Command("mtype", "-i", espImg, "::/"+file).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), want) {
+			t.Errorf("the EFI partition's %s is not the root's (%q): %v\n%s", file, want, err, out)
+		}
 	}
 
 	rootPart := table.Partitions[2]
@@ -116,10 +126,41 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestComputeImageBoots boots the toolchain's compute OS image in QEMU, in
-// BIOS and in UEFI, to its login prompt: GRUB finds the root by UUID, the
-// kernel and initrd mount it, systemd and cloud-init start.
-func TestComputeImageBoots(t *testing.T) {
+// TestLayoutNeedsSignedLoaders: a root without Debian's signed shim is
+// refused with the package to add, and nothing is left at the target.
+func TestLayoutNeedsSignedLoaders(t *testing.T) {
+	for _, n := range Needs {
+		if _, err := exec.LookPath(n); err != nil {
+			t.Fatalf("%s is needed: %v", n, err)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	for p, data := range map[string]string{"boot/vmlinuz-6.1.0-1-amd64": "kernel", "boot/initrd.img-6.1.0-1-amd64": "initrd",
+		"usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed": "signed grub"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "disk.qcow2")
+	err := Build(context.Background(), root, out, Options{SizeMiB: 64, Epoch: time.Unix(1700000000, 0), Work: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "add shim-signed to the root's packages") {
+		t.Fatalf("Build without shim: %v, want the package to add", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a failed build: %v", out, err)
+	}
+}
+
+// TestComputeImageBootsSecureBoot boots the toolchain's compute OS image
+// in QEMU, in BIOS and in UEFI with Secure Boot on (OVMF's Secure Boot
+// build with Microsoft's keys, as a server ships), to its login prompt:
+// GRUB finds the root by UUID, the kernel and initrd mount it, systemd and
+// cloud-init start. Under Secure Boot the firmware starts shim, shim the
+// signed GRUB, and GRUB the signed kernel, which says Secure Boot is on.
+// (UEFI with Secure Boot off boots the same chain in make test's
+// provisioning journey.)
+func TestComputeImageBootsSecureBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots the compute OS image under TCG twice (make toolchain first): integration tier")
 	}
@@ -129,7 +170,7 @@ func TestComputeImageBoots(t *testing.T) {
 	}
 	// The two boots run side by side: each guest has one vCPU, and this
 	// machine two cores, so together they take the time of one.
-	for _, fw := range []qemu.Firmware{qemu.BIOS, qemu.UEFI} {
+	for _, fw := range []qemu.Firmware{qemu.BIOS, qemu.UEFISecureBoot} {
 		t.Run(string(fw), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -151,6 +192,9 @@ func TestComputeImageBoots(t *testing.T) {
 			serial, _ := os.ReadFile(vm.SerialLog)
 			if !strings.Contains(string(serial), "cloud-init") {
 				t.Errorf("cloud-init did not run:\n%s", tail(string(serial), 30))
+			}
+			if sb := strings.Contains(string(serial), "secureboot: Secure boot enabled"); sb != (fw == qemu.UEFISecureBoot) {
+				t.Errorf("the kernel's log says Secure Boot is on: %v, want %v", sb, fw == qemu.UEFISecureBoot)
 			}
 		})
 	}

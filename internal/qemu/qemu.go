@@ -35,14 +35,21 @@ type Media string
 const (
 	BIOS Firmware = "bios"
 	UEFI Firmware = "uefi"
-	CD   Media    = "cd"
-	USB  Media    = "usb"
+	// UEFISecureBoot is OVMF built for Secure Boot, on q35 with SMM, with
+	// Microsoft's keys enrolled and Secure Boot on, as a server ships:
+	// it starts only loaders signed by Microsoft's UEFI CA (shim).
+	UEFISecureBoot Firmware = "uefi-secureboot"
+	CD             Media    = "cd"
+	USB            Media    = "usb"
 )
 
 // Debian's OVMF (package ovmf).
 const (
 	DefaultOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 	DefaultOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	// SecureBootOVMFCode and SecureBootOVMFVars are UEFISecureBoot's.
+	SecureBootOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	SecureBootOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 )
 
 // Options describe a machine.
@@ -65,7 +72,8 @@ type Options struct {
 	// HostPort, when set, turns on a restricted user network (no way out)
 	// with 127.0.0.1:HostPort forwarded to GuestPort in the guest.
 	HostPort, GuestPort int
-	// Binary defaults to qemu-system-x86_64; OVMFCode/OVMFVars to Debian's.
+	// Binary defaults to qemu-system-x86_64; OVMFCode/OVMFVars to Debian's
+	// (for UEFISecureBoot, its Secure Boot build and Microsoft's keys).
 	Binary, OVMFCode, OVMFVars string
 
 	// Disk, instead of Image, boots a disk image (qcow2) as the machine's
@@ -130,11 +138,15 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 	if o.Binary == "" {
 		o.Binary = "qemu-system-x86_64"
 	}
+	code, vars := DefaultOVMFCode, DefaultOVMFVars
+	if o.Firmware == UEFISecureBoot {
+		code, vars = SecureBootOVMFCode, SecureBootOVMFVars
+	}
 	if o.OVMFCode == "" {
-		o.OVMFCode = DefaultOVMFCode
+		o.OVMFCode = code
 	}
 	if o.OVMFVars == "" {
-		o.OVMFVars = DefaultOVMFVars
+		o.OVMFVars = vars
 	}
 	if _, err := exec.LookPath(o.Binary); err != nil {
 		return nil, fmt.Errorf("qemu: %s is missing (apt-get install qemu-system-x86): %w", o.Binary, err)
@@ -166,16 +178,21 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 
 	switch o.Firmware {
 	case BIOS:
-	case UEFI:
+	case UEFI, UEFISecureBoot:
 		vars := filepath.Join(o.Dir, "OVMF_VARS.fd")
 		if err := copyFile(o.OVMFVars, vars); err != nil {
 			return nil, fmt.Errorf("qemu: copying UEFI variables (apt-get install ovmf): %w", err)
+		}
+		if o.Firmware == UEFISecureBoot {
+			// The Secure Boot build keeps its variables in SMM, which
+			// q35 has, and only SMM may write the flash.
+			args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on")
 		}
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+o.OVMFCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
 	default:
-		return nil, fmt.Errorf("qemu: unknown firmware %q (bios or uefi)", o.Firmware)
+		return nil, fmt.Errorf("qemu: unknown firmware %q (bios, uefi or uefi-secureboot)", o.Firmware)
 	}
 
 	switch {

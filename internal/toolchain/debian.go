@@ -163,7 +163,15 @@ func oneLayerImage(opts Options, im *recipes.Image, entries []ocibuild.Entry, re
 
 // buildArtifact makes a ramdisk or a disk image of a Debian root.
 func buildArtifact(ctx context.Context, opts Options, a *recipes.Artifact) (record.Artifact, record.Root, bool, error) {
-	rec, src, built, err := withRoot(ctx, opts, "artifact "+a.Name, &a.Debian, a, func(root string, rec *rootRecord) error {
+	// A disk image is built again when diskimage lays it out anew.
+	var product any = a
+	if a.Format == recipes.FormatQcow2 {
+		product = struct {
+			*recipes.Artifact
+			Layout string
+		}{a, diskimage.Layout}
+	}
+	rec, src, built, err := withRoot(ctx, opts, "artifact "+a.Name, &a.Debian, product, func(root string, rec *rootRecord) error {
 		out, err := opts.Store.TempDir("artifact-")
 		if err != nil {
 			return err
