@@ -57,8 +57,10 @@ const (
 // Redfish BMC (vsite's, HTTPS with a certificate of the site's BMC CA,
 // which the site file names and Ironic verifies). node-uefi-vmedia boots
 // by virtual media on the same kind of BMC, on a network where DHCP never
-// answers it: its BMC mounts the ISO Ironic builds, OVMF boots the CD, and
-// the deploy ramdisk takes its address from the network data on the ISO.
+// answers it, with Secure Boot on (UEFISecureBoot): its BMC mounts the ISO
+// Ironic builds, OVMF boots the CD's signed chain, the deploy ramdisk's
+// kernel says Secure Boot is on and the ramdisk takes its address from the
+// network data on the ISO; its own OS's mokutil says Secure Boot is on.
 // Beside them, five hosts
 // fail as a person would get them wrong — a BMC that does not answer, a
 // wrong BMC password (IPMI and Redfish), an OS image checksum that does
@@ -92,7 +94,7 @@ func TestHostProvision(t *testing.T) {
 		{Name: "node-uefi-redfish", MAC: "52:54:00:b0:07:18", BMCPort: 8443, BMC: vsite.BMCRedfish, BMCUser: "admin", BMCPassword: pw(),
 			Firmware: vsite.FirmwareUEFI, ExtraMACs: []string{"52:54:00:b0:17:18"}},
 		{Name: "node-uefi-vmedia", MAC: m3VMediaMAC, BMCPort: 8445, BMC: vsite.BMCRedfishVirtualMedia, BMCUser: "admin", BMCPassword: pw(),
-			Firmware: vsite.FirmwareUEFI},
+			Firmware: vsite.FirmwareUEFISecureBoot},
 		{Name: "node-redfish-badpass", MAC: "52:54:00:b0:07:19", BMCPort: 8444, BMC: vsite.BMCRedfish, BMCUser: "admin", BMCPassword: pw(),
 			Firmware: vsite.FirmwareUEFI, MemoryMiB: 256},
 	}
@@ -104,7 +106,7 @@ func TestHostProvision(t *testing.T) {
 		{"node-0", m3HostIP, "ipmi", "legacy", "bios", "ipxe"},
 		{"node-uefi", m3UEFIHostIP, "ipmi", "UEFI", "uefi", "ipxe"},
 		{"node-uefi-redfish", m3RedfishHostIP, "redfish", "UEFI", "uefi", "ipxe"},
-		{"node-uefi-vmedia", m3VMediaHostIP, "redfish", "UEFI", "uefi", "redfish-virtual-media"},
+		{"node-uefi-vmedia", m3VMediaHostIP, "redfish", "UEFISecureBoot", "uefi", "redfish-virtual-media"},
 	}
 	vs := startSite(t, ctx, machines)
 
@@ -230,13 +232,26 @@ func TestHostProvision(t *testing.T) {
 
 	// Each host boots its own disk; cloud-init gave it the site's name,
 	// address and firstboot's key.
+	// The Secure Boot host's instance says Secure Boot is on, as an
+	// operator asks it (mokutil comes with shim).
 	for _, hs := range good {
-		hostname, addrs := sshRun(t, ctx, h.data, hs.name, hs.ip, vs.SerialLog(hs.name))
-		if hostname != hs.name {
-			t.Errorf("%s calls itself %q", hs.name, hostname)
+		cmds := []string{"hostname", "ip -o addr"}
+		if hs.bootMode == "UEFISecureBoot" {
+			cmds = append(cmds, "mokutil --sb-state")
 		}
-		if !strings.Contains(addrs, hs.ip+"/24") {
-			t.Errorf("ip addr on %s shows no %s/24:\n%s", hs.name, hs.ip, addrs)
+		out := sshRun(t, ctx, h.data, hs.name, hs.ip, vs.SerialLog(hs.name), cmds...)
+		if out[0] != hs.name {
+			t.Errorf("%s calls itself %q", hs.name, out[0])
+		}
+		if !strings.Contains(out[1], hs.ip+"/24") {
+			t.Errorf("ip addr on %s shows no %s/24:\n%s", hs.name, hs.ip, out[1])
+		}
+		if len(out) > 2 {
+			if !strings.Contains(out[2], "SecureBoot enabled") {
+				t.Errorf("mokutil --sb-state on %s: %q, want SecureBoot enabled", hs.name, out[2])
+			} else {
+				t.Logf("mokutil --sb-state on %s: %s", hs.name, out[2])
+			}
 		}
 	}
 	// Each host's serial console, as text.
@@ -297,20 +312,26 @@ func TestHostProvision(t *testing.T) {
 			t.Logf("%s's console: %s", name, strings.TrimSpace(line))
 		}
 		// BMO gives the node its boot mode as a capability.
+		// A Secure Boot host's capabilities ask for it, and Ironic
+		// read the BMC's SecureBoot after it set it (node.secure_boot).
 		var node struct {
 			Driver        string `json:"driver"`
 			BootInterface string `json:"boot_interface"`
+			SecureBoot    *bool  `json:"secure_boot"`
 			Properties    struct {
 				Capabilities string `json:"capabilities"`
 			} `json:"properties"`
 		}
+		sb := hs.bootMode == "UEFISecureBoot"
 		if err := api.do(ctx, http.MethodGet, "/v1/nodes/"+id, nil, &node); err != nil {
 			t.Errorf("Ironic's node of %s: %v", name, err)
 		} else if caps := node.Properties.Capabilities; node.Driver != bmc || node.BootInterface != boot ||
-			!strings.Contains(","+caps+",", ",boot_mode:"+mode+",") {
-			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q; want %s, %s, boot_mode:%s", name, node.Driver, node.BootInterface, caps, bmc, boot, mode)
+			!strings.Contains(","+caps+",", ",boot_mode:"+mode+",") || strings.Contains(","+caps+",", ",secure_boot:true,") != sb ||
+			(sb && (node.SecureBoot == nil || !*node.SecureBoot)) {
+			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q, secure_boot %v; want %s, %s, boot_mode:%s, Secure Boot %v",
+				name, node.Driver, node.BootInterface, caps, node.SecureBoot, bmc, boot, mode, sb)
 		} else {
-			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s", name, node.Driver, node.BootInterface, caps)
+			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s, secure_boot %v", name, node.Driver, node.BootInterface, caps, node.SecureBoot)
 		}
 	}
 

@@ -197,9 +197,9 @@ func waitForThen(t *testing.T, ctx context.Context, timeout time.Duration, what 
 
 // sshRun logs in to the host as root with firstboot's key (the user data
 // keeps root's login open), accepting only the host key firstboot made for
-// the host (cloud-init installs it from the user data), and returns its
-// hostname and ip addr.
-func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string) (string, string) {
+// the host (cloud-init installs it from the user data), and returns what
+// each of cmds printed.
+func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string, cmds ...string) []string {
 	t.Helper()
 	var client *ssh.Client
 	var lastErr error
@@ -219,7 +219,11 @@ func sshRun(t *testing.T, ctx context.Context, data, name, ip, serial string) (s
 		}
 		return out
 	}
-	return run("hostname"), run("ip -o addr")
+	var outs []string
+	for _, c := range cmds {
+		outs = append(outs, run(c))
+	}
+	return outs
 }
 
 // sshDial logs in to the host as root with firstboot's key, accepting only

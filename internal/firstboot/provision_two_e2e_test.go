@@ -71,7 +71,7 @@ func TestHostProvisionTwo(t *testing.T) {
 	}
 	t.Logf("two hosts in parallel: the first registering to the last provisioned in %v", last.Sub(first).Round(time.Second))
 	for _, m := range []struct{ name, ip string }{{"node-a", "172.22.0.60"}, {"node-b", "172.22.0.61"}} {
-		if hostname, _ := sshRun(t, ctx, h.data, m.name, m.ip, vs.SerialLog(m.name)); hostname != m.name {
+		if hostname := sshRun(t, ctx, h.data, m.name, m.ip, vs.SerialLog(m.name), "hostname")[0]; hostname != m.name {
 			t.Errorf("%s calls itself %q", m.ip, hostname)
 		}
 	}

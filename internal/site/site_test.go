@@ -2,6 +2,7 @@ package site
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -142,5 +143,46 @@ func TestPluginsTheStickServes(t *testing.T) {
 	_, err = Parse("testdata/good.yaml", data, Options{BundledImages: testImages, Plugins: []string{}})
 	if err == nil || !strings.Contains(err.Error(), "the stick serves no KUD plugins") {
 		t.Errorf("a stick with no plugins: %v", err)
+	}
+}
+
+// TestSecureBootByVirtualMedia: a host whose BMC boots it by virtual media
+// may ask for Secure Boot (the ISO's chain is signed), and keeps it.
+func TestSecureBootByVirtualMedia(t *testing.T) {
+	good, err := os.ReadFile("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []string{"redfish-virtualmedia+https", "idrac-virtualmedia"} {
+		t.Run(scheme, func(t *testing.T) {
+			text, err := sitetest.Case{Edits: []sitetest.Edit{
+				sitetest.Set("hosts[1].bmc.address", scheme+"://10.10.1.11/redfish/v1/Systems/1"),
+				sitetest.Add("hosts[1]", "bootMode", "UEFISecureBoot"),
+			}}.Apply(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			p := filepath.Join(dir, "site.yaml")
+			// The credentials file good.yaml names, beside it.
+			creds, err := os.ReadFile("testdata/creds/worker-0.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Mkdir(filepath.Join(dir, "creds"), 0o700)
+			if err := os.WriteFile(filepath.Join(dir, "creds", "worker-0.yaml"), creds, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, text, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load(p, Options{BundledImages: testImages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Hosts[1].BootMode != "UEFISecureBoot" {
+				t.Errorf("hosts[1].bootMode = %q, want UEFISecureBoot", s.Hosts[1].BootMode)
+			}
+		})
 	}
 }

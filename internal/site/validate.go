@@ -27,9 +27,9 @@ var redfishSchemes = map[string]bool{
 }
 
 var (
-	// Not UEFISecureBoot: this stick boots hosts by iPXE, which is not
-	// signed, so Secure Boot firmware refuses it.
-	bootModes      = []string{"UEFI", "legacy"}
+	// UEFISecureBoot by virtual media only: a PXE boot starts iPXE, which
+	// is not signed, so Secure Boot firmware refuses it.
+	bootModes      = []string{"UEFI", "UEFISecureBoot", "legacy"}
 	checksumTypes  = []string{"md5", "sha256", "sha512", "auto"}
 	diskFormats    = []string{"raw", "qcow2", "vdi", "vmdk", "live-iso"}
 	roles          = []string{string(RoleMaster), string(RoleWorker)}
@@ -312,6 +312,11 @@ func (s *Site) validateHosts(opts Options) field.ErrorList {
 			// system partition only (no isolinux).
 			errs = append(errs, field.Invalid(hp.Child("bootMode"), h.BootMode,
 				"this stick boots hosts by virtual media in UEFI mode only: set bootMode UEFI, or boot the host by PXE (redfish:// or ipmi://)"))
+		} else if h.BootMode == "UEFISecureBoot" && !VirtualMedia(h.BMC.Address) {
+			// The virtual-media ISO boots Debian's signed shim, GRUB and
+			// kernel; a PXE boot loads Debian's iPXE, which is unsigned.
+			errs = append(errs, field.Invalid(hp.Child("bootMode"), h.BootMode,
+				"Secure Boot firmware refuses the unsigned iPXE a PXE boot starts: boot the host by virtual media (redfish-virtualmedia:// or idrac-virtualmedia://), or set bootMode UEFI"))
 		}
 		if hints := h.RootDeviceHints; hints != nil {
 			rp := hp.Child("rootDeviceHints")

@@ -101,7 +101,7 @@ type Host struct {
 	BMC  string `json:"bmc"`
 	MAC  string `json:"mac"`
 	// BMCType is the Ironic hardware type the BMC is driven with (ipmi,
-	// redfish, idrac), BootMode the site's (UEFI, legacy), and
+	// redfish, idrac), BootMode the site's (UEFI, UEFISecureBoot, legacy), and
 	// BootInterface how Ironic boots the host (ipxe, redfish-virtual-media).
 	BMCType       string `json:"bmcType,omitempty"`
 	BootMode      string `json:"bootMode,omitempty"`

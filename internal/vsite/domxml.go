@@ -132,6 +132,45 @@ func (dom *xmlNode) uefi() bool {
 	return osEl != nil && osEl.child("loader") != nil
 }
 
+// secureBootCapable tells whether the domain's firmware is OVMF's Secure
+// Boot build (its loader is secure).
+func (dom *xmlNode) secureBootCapable() bool {
+	osEl := dom.child("os")
+	if osEl == nil || osEl.child("loader") == nil {
+		return false
+	}
+	return osEl.child("loader").attr("secure") == "yes"
+}
+
+// nvram is the domain's variables file and the template it is made from
+// ("" when the domain has none).
+func (dom *xmlNode) nvram() (file, template string) {
+	if osEl := dom.child("os"); osEl != nil {
+		if n := osEl.child("nvram"); n != nil {
+			return strings.TrimSpace(n.Text), n.attr("template")
+		}
+	}
+	return "", ""
+}
+
+// setNVRAMTemplate names template as the one the domain's variables are
+// made from.
+func (dom *xmlNode) setNVRAMTemplate(template string) error {
+	osEl := dom.child("os")
+	if osEl == nil || osEl.child("nvram") == nil {
+		return fmt.Errorf("the domain has no <nvram>")
+	}
+	n := osEl.child("nvram")
+	for i, a := range n.Attrs {
+		if a.Name.Local == "template" {
+			n.Attrs[i].Value = template
+			return nil
+		}
+	}
+	n.Attrs = append(n.Attrs, xml.Attr{Name: xml.Name{Local: "template"}, Value: template})
+	return nil
+}
+
 // setBootTarget makes target (Pxe, Hdd or Cd) the device the firmware
 // tries first at the next power-on, with the disk after it, as
 // sushy-tools' libvirt driver does: every earlier boot setting is

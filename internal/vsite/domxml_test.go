@@ -116,6 +116,31 @@ func TestDomainXML(t *testing.T) {
 			t.Errorf("NIC %d is not on the bridge", i)
 		}
 	}
+	if uefi.secureBootCapable() || uefi.child("features").child("smm") != nil {
+		t.Error("a UEFI machine has Secure Boot firmware")
+	}
+	if _, template := uefi.nvram(); template != ovmfVars {
+		t.Errorf("UEFI NVRAM template %q, want %s", template, ovmfVars)
+	}
+
+	// Secure Boot: OVMF's Secure Boot build, with SMM, its variables
+	// from Microsoft's keys; the template changes with the setting.
+	sb := render(t, Machine{Name: "s", MAC: "52:54:00:00:00:03", MemoryMiB: 256, CPUs: 1, Firmware: FirmwareUEFISecureBoot})
+	if l := sb.child("os").child("loader"); l == nil || l.Text != ovmfSecureBootCode || l.attr("secure") != "yes" || !sb.secureBootCapable() {
+		t.Errorf("Secure Boot loader %+v", l)
+	}
+	if smm := sb.child("features").child("smm"); smm == nil || smm.attr("state") != "on" {
+		t.Error("a Secure Boot machine has no SMM")
+	}
+	if file, template := sb.nvram(); file != "/site/s.OVMF_VARS.fd" || template != ovmfSecureBootVars {
+		t.Errorf("Secure Boot NVRAM %q from %q", file, template)
+	}
+	if err := sb.setNVRAMTemplate(ovmfVars); err != nil {
+		t.Fatal(err)
+	}
+	if _, template := sb.nvram(); template != ovmfVars {
+		t.Errorf("after setNVRAMTemplate the template is %q", template)
+	}
 }
 
 func TestSetBootTarget(t *testing.T) {

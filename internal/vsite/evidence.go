@@ -13,9 +13,11 @@ import (
 // The console lines each boot path leaves: OVMF's own PXE client loading
 // iPXE (snponly.efi) over TFTP; OVMF booting the CD a BMC mounted; the
 // deploy ramdisk (images/ipa's bootstick-netdata) taking its address from
-// the virtual media's network_data.json.
+// the virtual media's network_data.json; Debian's kernel started under
+// Secure Boot.
 var (
 	firmwarePXE   = regexp.MustCompile(`NBP filename is snponly\.efi[^\n]*`)
+	secureBoot    = regexp.MustCompile(`secureboot: Secure boot enabled[^\n]*`)
 	cdBoot        = regexp.MustCompile(`BdsDxe: (loading|starting) Boot[0-9A-F]+ "UEFI QEMU DVD-ROM[^\n]*`)
 	mediaNetworkf = `bootstick-netdata: network from the virtual media's network_data\.json: %s\b[^\n]*`
 )
@@ -44,7 +46,16 @@ func BootEvidence(m Machine, ip, console string) ([]string, error) {
 		re   *regexp.Regexp
 	}
 	var wants []want
+	ordered := false // each want after the one before it
 	switch {
+	case m.BMC == BMCRedfishVirtualMedia && m.Firmware == FirmwareUEFISecureBoot:
+		// In this order: the ramdisk's kernel says Secure Boot is on
+		// before the ramdisk takes its address (the instance's kernel
+		// says it again later).
+		ordered = true
+		wants = []want{{"OVMF booting the CD", cdBoot},
+			{"the deploy ramdisk's kernel starting under Secure Boot", secureBoot},
+			{"the deploy ramdisk (after that) taking its address from the CD's network_data.json", regexp.MustCompile(fmt.Sprintf(mediaNetworkf, regexp.QuoteMeta(ip)))}}
 	case m.BMC == BMCRedfishVirtualMedia:
 		wants = []want{{"OVMF booting the CD", cdBoot},
 			{"the deploy ramdisk taking its address from the CD's network_data.json", regexp.MustCompile(fmt.Sprintf(mediaNetworkf, regexp.QuoteMeta(ip)))}}
@@ -53,9 +64,13 @@ func BootEvidence(m Machine, ip, console string) ([]string, error) {
 	}
 	var found []string
 	var errs []error
+	from := 0
 	for _, w := range wants {
-		if l := w.re.FindString(console); l != "" {
-			found = append(found, l)
+		if loc := w.re.FindStringIndex(console[from:]); loc != nil {
+			found = append(found, console[from+loc[0]:from+loc[1]])
+			if ordered {
+				from += loc[1]
+			}
 		} else {
 			errs = append(errs, fmt.Errorf("%s's console shows no sign of %s", m.Name, w.what))
 		}

@@ -16,6 +16,8 @@ func TestBootEvidence(t *testing.T) {
 	uefi := Machine{Name: "u", Firmware: FirmwareUEFI, BMC: BMCIPMI}
 	vmedia := Machine{Name: "v", Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia}
 	bios := Machine{Name: "b", Firmware: FirmwareBIOS, BMC: BMCIPMI}
+	sb := Machine{Name: "v", Firmware: FirmwareUEFISecureBoot, BMC: BMCRedfishVirtualMedia}
+	const sbOn = "[    0.000000] secureboot: Secure boot enabled\n"
 	for _, c := range []struct {
 		name    string
 		m       Machine
@@ -30,6 +32,10 @@ func TestBootEvidence(t *testing.T) {
 			[]string{"network_data.json"}},
 		{"virtual media without the CD", vmedia, netCfg, 1, []string{"v's console shows no sign of OVMF booting the CD"}},
 		{"BIOS", bios, "iPXE\n", 0, nil},
+		{"virtual media, Secure Boot", sb, cd + sbOn + netCfg + sbOn, 3, nil},
+		{"virtual media, Secure Boot off for the ramdisk", sb, cd + netCfg + sbOn, 2,
+			[]string{"v's console shows no sign of the deploy ramdisk (after that) taking its address"}},
+		{"virtual media, Secure Boot never on", sb, cd + netCfg, 2, []string{"v's console shows no sign of the deploy ramdisk's kernel starting under Secure Boot"}},
 	} {
 		found, err := BootEvidence(c.m, "172.22.0.53", c.console)
 		if len(found) != c.found {

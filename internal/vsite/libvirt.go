@@ -93,7 +93,9 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 // A BIOS machine (SeaBIOS, pc) gives its order in <os>. A UEFI machine
 // (OVMF from pflash with NVRAM of its own, q35) gives it per device, and
 // its NICs have no option ROM: the firmware's own PXE client boots, as a
-// real server's does. Extra NICs never boot. The CPU is x86-64-v2 with
+// real server's does. Extra NICs never boot. A Secure Boot machine's
+// loader is OVMF's Secure Boot build, which needs SMM; its variables start
+// from the template <nvram> names (Microsoft's keys: Secure Boot on). The CPU is x86-64-v2 with
 // AES-NI, as the appliance's is in package qemu: under TCG, a control
 // plane's TLS without AES-NI runs AES emulated instruction by instruction.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
@@ -101,11 +103,11 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
   <vcpu>{{.CPUs}}</vcpu>
   {{- if .UEFI}}
-  <os><type arch='x86_64' machine='q35'>hvm</type><loader readonly='yes' type='pflash'>{{x .Loader}}</loader><nvram>{{x .NVRAM}}</nvram>{{template "post" .}}</os>
+  <os><type arch='x86_64' machine='q35'>hvm</type><loader readonly='yes'{{if .SecureBoot}} secure='yes'{{end}} type='pflash'>{{x .Loader}}</loader><nvram template='{{x .NVRAMTemplate}}'>{{x .NVRAM}}</nvram>{{template "post" .}}</os>
   {{- else}}
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/>{{template "post" .}}</os>
   {{- end}}
-  <features><acpi/><apic/></features>
+  <features><acpi/><apic/>{{if .SecureBoot}}<smm state='on'/>{{end}}</features>
   {{- if .ClockSeconds}}
   <clock offset='variable' adjustment='{{.ClockSeconds}}' basis='utc'/>
   {{- else}}
@@ -149,7 +151,7 @@ func (s *Site) define(ctx context.Context, m Machine) error {
 	}
 	x := s.domainVarsOf(m, emulator)
 	if x.UEFI {
-		if err := copyFile(ovmfVars, x.NVRAM); err != nil {
+		if err := resetVars(x.NVRAMTemplate, x.NVRAM); err != nil {
 			return fmt.Errorf("machine %s: UEFI variables (Debian package ovmf): %w", m.Name, err)
 		}
 	}
@@ -209,8 +211,8 @@ exec nice -n %d %s "$@"
 type domainVars struct {
 	Machine
 	Emulator, Disk, Bridge, Serial string
-	UEFI                           bool
-	Loader, NVRAM                  string // UEFI only
+	UEFI, SecureBoot               bool
+	Loader, NVRAM, NVRAMTemplate   string // UEFI only
 	ClockSeconds                   int64  // ClockAhead
 	POSTMillis                     int64  // POST: the boot menu's wait
 	CDTarget, CDBus                string // hdc on IDE (pc), sdb on SATA (q35)
@@ -219,10 +221,13 @@ type domainVars struct {
 // domainVarsOf is what domainXML needs for m, its files in Dir.
 func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
 	x := domainVars{Machine: m, Emulator: emulator, Disk: s.disk(m.Name), Bridge: bridge, Serial: s.SerialLog(m.Name),
-		UEFI: m.Firmware == FirmwareUEFI, CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second),
-		POSTMillis: m.POST.Milliseconds()}
+		UEFI: m.Firmware == FirmwareUEFI || m.Firmware == FirmwareUEFISecureBoot, SecureBoot: m.Firmware == FirmwareUEFISecureBoot,
+		CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second), POSTMillis: m.POST.Milliseconds()}
 	if x.UEFI {
-		x.Loader, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
+		x.Loader, x.NVRAMTemplate, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, ovmfVars, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
+	}
+	if x.SecureBoot {
+		x.Loader, x.NVRAMTemplate = ovmfSecureBootCode, ovmfSecureBootVars
 	}
 	return x
 }
@@ -230,18 +235,36 @@ func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
 func (s *Site) disk(name string) string { return filepath.Join(s.opts.Dir, name+".qcow2") }
 
 // Debian's OVMF (package ovmf): the code, read-only, and the template of
-// each UEFI machine's own variables.
+// each UEFI machine's own variables; and its Secure Boot build, whose
+// machines' variables start with Microsoft's keys enrolled and Secure Boot
+// on, or with no keys (Secure Boot off, setup mode).
 const (
-	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	ovmfCode           = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars           = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	ovmfSecureBootCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	ovmfSecureBootVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 )
 
-func copyFile(from, to string) error {
-	data, err := os.ReadFile(from)
+// resetVars makes a machine's variables file afresh from template, and
+// records beside it (file.template) which template it was made from: a
+// Secure Boot change applies when the machine next starts, by making the
+// file again from the template its definition names (libvirtMachine).
+func resetVars(template, file string) error {
+	data, err := os.ReadFile(template)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, data, 0o600)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(file+".template", []byte(template), 0o600)
+}
+
+// varsTemplate is the template the machine's variables file was made
+// from ("" when unknown).
+func varsTemplate(file string) string {
+	data, _ := os.ReadFile(file + ".template")
+	return string(data)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -26,6 +26,9 @@ type machineDriver interface {
 	SetBootTarget(ctx context.Context, target string) error
 	// SetMedia puts file in the CD-ROM drive; "" empties it.
 	SetMedia(ctx context.Context, file string) error
+	// SetSecureBoot turns Secure Boot on or off from the machine's next
+	// power-on or reset (a Secure Boot machine's only).
+	SetSecureBoot(ctx context.Context, on bool) error
 }
 
 // machineState is what a BMC reads of its machine.
@@ -39,6 +42,11 @@ type machineState struct {
 	MemoryMiB  int
 	DiskBytes  int64
 	Media      string // the file in the CD-ROM drive; "" when empty
+	// SecureBootCapable says the firmware is a Secure Boot build;
+	// SecureBoot is its setting from the next power-on, and
+	// SecureBootCurrent whether the machine's current (or last) boot
+	// had it on.
+	SecureBootCapable, SecureBoot, SecureBootCurrent bool
 }
 
 // redfishResetTypes are the ComputerSystem.Reset types the BMC takes.
@@ -134,6 +142,8 @@ func (b *redfishBMC) routes() {
 		"GET " + sys:              b.system,
 		"PATCH " + sys:            b.patchBoot,
 		"POST " + sys + "/Actions/ComputerSystem.Reset": b.reset,
+		"GET " + sys + "/SecureBoot":                    b.secureBoot,
+		"PATCH " + sys + "/SecureBoot":                  b.patchSecureBoot,
 		"GET " + sys + "/EthernetInterfaces":            b.nics,
 		"GET " + sys + "/EthernetInterfaces/{nic}":      b.nic,
 		"GET " + sys + "/Processors":                    b.onePart("#ProcessorCollection.ProcessorCollection", "Processors", processorID),

@@ -68,7 +68,48 @@ func (l *libvirtMachine) State(ctx context.Context) (machineState, error) {
 	if _, file, err := dom.cdrom(); err == nil {
 		st.Media = file
 	}
+	if dom.secureBootCapable() {
+		vars, template := dom.nvram()
+		st.SecureBootCapable = true
+		st.SecureBoot = template == ovmfSecureBootVars
+		st.SecureBootCurrent = varsTemplate(vars) == ovmfSecureBootVars
+	}
 	return st, nil
+}
+
+// SetSecureBoot names the variables template of the setting (Microsoft's
+// keys, or none) in the domain's definition; the machine's variables are
+// made again from it when it next starts (Reset).
+func (l *libvirtMachine) SetSecureBoot(ctx context.Context, on bool) error {
+	dom, err := l.xml(ctx, true)
+	if err != nil {
+		return err
+	}
+	if !dom.secureBootCapable() {
+		return fmt.Errorf("the machine's firmware has no Secure Boot")
+	}
+	template := ovmfVars
+	if on {
+		template = ovmfSecureBootVars
+	}
+	if err := dom.setNVRAMTemplate(template); err != nil {
+		return err
+	}
+	return l.define(ctx, dom)
+}
+
+// varsPending is the variables file and its template when a Secure Boot
+// change waits for the machine's next start; "" when none does.
+func (l *libvirtMachine) varsPending(ctx context.Context) (file, template string, err error) {
+	dom, err := l.xml(ctx, true)
+	if err != nil {
+		return "", "", err
+	}
+	file, template = dom.nvram()
+	if !dom.secureBootCapable() || file == "" || varsTemplate(file) == template {
+		return "", "", nil
+	}
+	return file, template, nil
 }
 
 func (l *libvirtMachine) Reset(ctx context.Context, resetType string) (started bool, err error) {
@@ -107,7 +148,24 @@ func (l *libvirtMachine) Reset(ctx context.Context, resetType string) (started b
 	default:
 		return false, fmt.Errorf("reset type %q is not supported", resetType)
 	}
+	// A Secure Boot change applies when the machine starts: its
+	// variables are made afresh from the template of the new setting, as
+	// a server's firmware takes the change at its next boot. A reboot of
+	// a running machine keeps its QEMU and so its variables: with a
+	// change waiting, it is a power cycle instead.
+	vars, template, err := l.varsPending(ctx)
+	if err != nil {
+		return false, err
+	}
+	if vars != "" && len(steps) == 1 && steps[0][0] == "reboot" {
+		steps = [][]string{{"destroy"}, {"start"}}
+	}
 	for _, st := range steps {
+		if st[0] == "start" && vars != "" {
+			if err := resetVars(template, vars); err != nil {
+				return false, fmt.Errorf("Secure Boot: the machine's UEFI variables: %w", err)
+			}
+		}
 		if _, err := l.s.virsh(ctx, append(st, l.m.Name)...); err != nil {
 			return false, err
 		}

@@ -2,6 +2,7 @@ package vsite
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -31,7 +32,7 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 	m := Machine{Name: "vsite-rf-0", MAC: "52:54:00:b0:0f:01", ExtraMACs: []string{"52:54:00:b0:0f:02"},
 		BMCAddr: netip.MustParseAddr("172.25.0.3"), BMCPort: 6250,
 		BMCUser: "admin", BMCPassword: "pw-vsite-rf", MemoryMiB: 256, CPUs: 1, DiskGiB: 8,
-		Firmware: FirmwareUEFI, BMC: BMCRedfishVirtualMedia, POST: 2 * time.Second}
+		Firmware: FirmwareUEFISecureBoot, BMC: BMCRedfishVirtualMedia, POST: 2 * time.Second}
 	dir := t.TempDir()
 	s := startTestSite(t, ctx, Options{
 		Dir: dir, Netns: "bootstick-test-vsite-rf", HostIface: "bsvr0",
@@ -120,6 +121,56 @@ func TestRedfishBMCDrivesTheMachine(t *testing.T) {
 			}
 		}
 	})
+	// Secure Boot, as Ironic turns it off and on: the setting goes into
+	// the definition at once, and the machine's variables are made from
+	// its template (Microsoft's keys, or none) when the machine next
+	// starts; a restart of a running machine with a change waiting is a
+	// power cycle.
+	sb := systemPath(m.Name) + "/SecureBoot"
+	secureBoot := func(want, template string) {
+		t.Helper()
+		a := c.do(t, "GET", sb, nil)
+		got := fmt.Sprintf("%v %v %v", get(a.body, "SecureBootEnable"), get(a.body, "SecureBootCurrentBoot"), get(a.body, "SecureBootMode"))
+		if a.status != 200 || got != want {
+			t.Errorf("SecureBoot: %d %q, want %q", a.status, got, want)
+		}
+		if got := varsTemplate(dir + "/vsite-rf-0.OVMF_VARS.fd"); got != template {
+			t.Errorf("the machine's variables are made from %q, want %q", got, template)
+		}
+	}
+	patch := func(on bool) {
+		t.Helper()
+		tag := c.do(t, "GET", sb, nil).header.Get("ETag")
+		if a := c.do(t, "PATCH", sb, map[string]any{"SecureBootEnable": on}, "If-Match", tag); a.status != 204 {
+			t.Fatalf("PATCH SecureBootEnable %v: %d %v", on, a.status, a.body)
+		}
+	}
+	reset := func(typ string) {
+		t.Helper()
+		if a := c.do(t, "POST", systemPath(m.Name)+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": typ}); a.status != 204 {
+			t.Fatalf("Reset %s: %d %v", typ, a.status, a.body)
+		}
+		if st := domstate(); st != "running" {
+			t.Fatalf("after %s the Secure Boot machine is %q, want running", typ, st)
+		}
+	}
+	secureBoot("true Enabled UserMode", ovmfSecureBootVars)
+	patch(false)
+	if out, err := s.virsh(ctx, "dumpxml", "--inactive", m.Name); err != nil || !strings.Contains(string(out), "template='"+ovmfVars+"'") {
+		t.Errorf("Secure Boot off: the definition's variables template is not %s (%v):\n%s", ovmfVars, err, out)
+	}
+	secureBoot("false Enabled UserMode", ovmfSecureBootVars)
+	reset("On")
+	secureBoot("false Disabled SetupMode", ovmfVars)
+	patch(true)
+	reset("GracefulRestart")
+	secureBoot("true Enabled UserMode", ovmfSecureBootVars)
+	reset("ForceRestart") // nothing waits: a plain restart
+	secureBoot("true Enabled UserMode", ovmfSecureBootVars)
+	if a := c.do(t, "POST", systemPath(m.Name)+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}); a.status != 204 {
+		t.Errorf("ForceOff: %d", a.status)
+	}
+
 	// The machine's POST stays in its definition through every boot
 	// override.
 	if out, err := s.virsh(ctx, "dumpxml", "--inactive", m.Name); err != nil || !strings.Contains(string(out), "<bootmenu enable='yes' timeout='2000'/>") {

@@ -61,7 +61,7 @@ func (b *redfishBMC) system(w http.ResponseWriter, r *http.Request) {
 	tag := etag(enabled, st)
 	w.Header().Set("ETag", tag)
 	w.Header().Set("Allow", "GET, PATCH")
-	writeJSON(w, http.StatusOK, obj{
+	sys := obj{
 		"@odata.type":  "#ComputerSystem.v1_13_0.ComputerSystem",
 		"@odata.id":    path,
 		"@odata.etag":  tag,
@@ -97,7 +97,11 @@ func (b *redfishBMC) system(w http.ResponseWriter, r *http.Request) {
 			"target":                            path + "/Actions/ComputerSystem.Reset",
 			"ResetType@Redfish.AllowableValues": redfishResetTypes,
 		}},
-	})
+	}
+	if st.SecureBootCapable {
+		sys["SecureBoot"] = link(secureBootPath(b.name))
+	}
+	writeJSON(w, http.StatusOK, sys)
 }
 
 func (b *redfishBMC) nics(w http.ResponseWriter, r *http.Request) {

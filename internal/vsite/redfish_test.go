@@ -41,9 +41,13 @@ func (f *fakeMachine) Reset(ctx context.Context, resetType string) (started bool
 	switch resetType {
 	case "On", "ForceOn", "GracefulRestart":
 		f.st.PowerOn = true
+		if !wasOn {
+			f.st.SecureBootCurrent = f.st.SecureBoot
+		}
 		return !wasOn, nil
 	case "ForceRestart":
 		f.st.PowerOn = true
+		f.st.SecureBootCurrent = f.st.SecureBoot
 		return true, nil
 	case "ForceOff", "GracefulShutdown":
 		f.st.PowerOn = false
@@ -55,6 +59,18 @@ func (f *fakeMachine) SetBootTarget(ctx context.Context, target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st.BootTarget = target
+	return nil
+}
+
+// SetSecureBoot changes the setting, which the machine's next start
+// (Reset) takes.
+func (f *fakeMachine) SetSecureBoot(ctx context.Context, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.st.SecureBootCapable {
+		return fmt.Errorf("no Secure Boot")
+	}
+	f.st.SecureBoot = on
 	return nil
 }
 
@@ -181,7 +197,7 @@ func imageServer(t *testing.T, image []byte) string {
 // machine reads. after, if set, checks more after each step.
 func driveRedfish(t *testing.T, c *redfishClient, m Machine, imageURL string, image []byte, machine func() machineState, after func(step string)) {
 	sys := systemPath(m.Name)
-	mode := map[string]string{FirmwareBIOS: "Legacy", FirmwareUEFI: "UEFI"}[m.Firmware]
+	mode := map[string]string{FirmwareBIOS: "Legacy", FirmwareUEFI: "UEFI", FirmwareUEFISecureBoot: "UEFI"}[m.Firmware]
 	otherMode := map[string]string{FirmwareBIOS: "UEFI", FirmwareUEFI: "Legacy"}[m.Firmware]
 	var etag, session, firstTarget string
 	type step struct {

@@ -107,6 +107,8 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 			host["bootMode"] = "legacy"
 		case FirmwareUEFI:
 			host["bootMode"] = "UEFI"
+		case FirmwareUEFISecureBoot:
+			host["bootMode"] = "UEFISecureBoot"
 		}
 		if h.Address.IsValid() {
 			mask := net.IP(net.CIDRMask(s.opts.Network.Bits(), 32))

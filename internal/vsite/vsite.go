@@ -75,8 +75,11 @@ type Machine struct {
 	BMCPort     int
 	BMCUser     string // admin when empty (Redfish; the site file's default)
 	BMCPassword string
-	// Firmware is FirmwareBIOS (the default: SeaBIOS, pc) or FirmwareUEFI
-	// (OVMF, q35, the NICs' option ROMs off).
+	// Firmware is FirmwareBIOS (the default: SeaBIOS, pc), FirmwareUEFI
+	// (OVMF, q35, the NICs' option ROMs off) or FirmwareUEFISecureBoot
+	// (the same with OVMF's Secure Boot build and SMM, Microsoft's keys
+	// enrolled and Secure Boot on, as a server ships; a Redfish BMC turns
+	// it off and on).
 	Firmware string
 	// ExtraMACs are more NICs, all on the site's bridge, after the boot
 	// NIC (MAC). They never boot.
@@ -106,8 +109,9 @@ const MaxPOST = 65 * time.Second
 
 // Machine.Firmware values.
 const (
-	FirmwareBIOS = "bios"
-	FirmwareUEFI = "uefi"
+	FirmwareBIOS           = "bios"
+	FirmwareUEFI           = "uefi"
+	FirmwareUEFISecureBoot = "uefi-secureboot"
 )
 
 // Machine.BMC values: the schemes of the baremetal-operator's BMC
@@ -254,8 +258,8 @@ func (o *Options) check() error {
 // MACs of the machines before it.
 func (m *Machine) check(macs map[string]bool) error {
 	switch {
-	case m.Firmware != FirmwareBIOS && m.Firmware != FirmwareUEFI:
-		return fmt.Errorf("firmware %q is not %s or %s", m.Firmware, FirmwareBIOS, FirmwareUEFI)
+	case m.Firmware != FirmwareBIOS && m.Firmware != FirmwareUEFI && m.Firmware != FirmwareUEFISecureBoot:
+		return fmt.Errorf("firmware %q is not %s, %s or %s", m.Firmware, FirmwareBIOS, FirmwareUEFI, FirmwareUEFISecureBoot)
 	case m.BMC != BMCIPMI && !m.redfish():
 		return fmt.Errorf("BMC %q is not %s, %s or %s", m.BMC, BMCIPMI, BMCRedfish, BMCRedfishVirtualMedia)
 	case m.BMCBroken && !m.redfish():
@@ -265,8 +269,8 @@ func (m *Machine) check(macs map[string]bool) error {
 	case m.POST < 0 || m.POST > MaxPOST || m.POST%time.Second != 0:
 		return fmt.Errorf("POST %v is not whole seconds from 0 to %v", m.POST, MaxPOST)
 	}
-	if m.Firmware == FirmwareUEFI {
-		for _, f := range []string{ovmfCode, ovmfVars} {
+	if m.Firmware != FirmwareBIOS {
+		for _, f := range []string{ovmfCode, ovmfVars, ovmfSecureBootCode, ovmfSecureBootVars} {
 			if _, err := os.Stat(f); err != nil {
 				return fmt.Errorf("UEFI firmware: %w (Debian package ovmf; run bash .ci/install-deps)", err)
 			}
