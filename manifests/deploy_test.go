@@ -134,6 +134,15 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 					Name string `yaml:"name"`
 				} `yaml:"configMapRef"`
 			} `yaml:"envFrom"`
+			Env []struct {
+				Name      string `yaml:"name"`
+				ValueFrom *struct {
+					SecretKeyRef *struct {
+						Name string `yaml:"name"`
+						Key  string `yaml:"key"`
+					} `yaml:"secretKeyRef"`
+				} `yaml:"valueFrom"`
+			} `yaml:"env"`
 		} `yaml:"containers"`
 	}
 	type doc struct {
@@ -151,7 +160,8 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 	// firstboot's metal3 step writes Ironic's and BMO's ConfigMaps.
 	objs, err := render.Metal3(render.Metal3Inputs{Provisioning: site.ProvisioningNetwork{Interface: "eth1", Address: "172.22.0.1/24",
 		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}, Auth: render.IronicAuth{Username: "u", Password: "p"},
-		TLS: render.IronicTLSFiles{CA: []byte("CA"), CAKey: []byte("CA key"), Cert: []byte("cert"), Key: []byte("key")}})
+		TLS:        render.IronicTLSFiles{CA: []byte("CA"), CAKey: []byte("CA key"), Cert: []byte("cert"), Key: []byte("key")},
+		VMediaPath: "Zm9yIHRoZSB0ZXN0cyBvbmx5LCBub3QgYSBzZWNyZXQ"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +204,11 @@ func TestWorkloadsUseTheirNamespacesAndAccounts(t *testing.T) {
 			for _, e := range c.EnvFrom {
 				if e.ConfigMapRef != nil && !have["ConfigMap/"+ns+"/"+e.ConfigMapRef.Name] {
 					t.Errorf("Deployment %s/%s: no ConfigMap %s", ns, d.Metadata.Name, e.ConfigMapRef.Name)
+				}
+			}
+			for _, e := range c.Env {
+				if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && !have["Secret/"+ns+"/"+r.SecretKeyRef.Name] {
+					t.Errorf("Deployment %s/%s: %s comes from Secret %s, which firstboot does not make", ns, d.Metadata.Name, e.Name, r.SecretKeyRef.Name)
 				}
 			}
 		}

@@ -269,13 +269,19 @@ func attack(ctx context.Context, vs *vsite.Site, host, mac string) attackResult 
 	} else {
 		r.saw("the node's instance and driver info without credentials: %d %s", code, firstLine(body))
 	}
+	// A virtual-media ISO (which carries its node's agent token) is
+	// served only under the secret path Ironic gives the BMC: its public
+	// path answers 404 whether the ISO is there or not.
 	images := fmt.Sprintf("http://%s:%d", m3Address, render.ImagePort)
-	for _, path := range []string{"/", "/" + w.uuid + "/", "/" + w.uuid + "/config", render.DeployRamdiskFolder, "/images/", "/packages/"} {
+	for _, path := range []string{"/", "/" + w.uuid + "/", "/" + w.uuid + "/config", render.DeployRamdiskFolder, "/images/", "/packages/",
+		"/redfish/", "/redfish/boot-" + w.uuid + ".iso"} {
 		code, body, err := call(http.MethodGet, images+path, "", nil)
 		what := "Ironic's image server " + path
 		switch {
 		case err != nil:
 			r.wrong("%s: %v", what, err)
+		case strings.HasPrefix(path, "/redfish/") && code != http.StatusNotFound:
+			r.wrong("%s: %d, not 404: the virtual-media ISOs' public path answers", what, code)
 		case strings.Contains(body, "Index of") || strings.Contains(body, "<a href="):
 			r.wrong("%s: %d, a folder listing", what, code)
 		case strings.Contains(body, "agent-token") || got != "" && strings.Contains(body, got):

@@ -147,8 +147,9 @@ func TestHostProvision(t *testing.T) {
 		defer f.Close()
 		run := h.cmd("run", "--mode", "host", "--bundle", filepath.Join(tc, "oci"), "--data", h.data, "--site", sitePath)
 		// The host whose boot MAC matches no NIC fails its inspection when
-		// Ironic's timeout ends: 5 minutes here, 30 by default.
-		run.Env = append(run.Env, testIronicEnvVar+"=300")
+		// Ironic's timeout ends: 15 minutes here (six TCG guests boot their
+		// deploy ramdisks at once on two cores), 30 by default.
+		run.Env = append(run.Env, testIronicEnvVar+"=900")
 		run.Stdout, run.Stderr = f, f
 		if err := run.Start(); err != nil {
 			t.Fatal(err)
@@ -385,12 +386,24 @@ func TestHostProvision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := map[string]string{"Ironic's password": string(ironicPW.Data["password"]), "the wrong BMC password": wrongPassword}
+	// Nor the virtual-media ISOs' secret path (a capability: the ISO
+	// holds its node's agent token), which the Secure Boot host's BMC
+	// fetched its ISO under.
+	vmedia, err := c.CS.CoreV1().Secrets(render.IronicNamespace).Get(ctx, render.IronicVMedia, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"Ironic's password": string(ironicPW.Data["password"]), "the wrong BMC password": wrongPassword,
+		"the virtual-media path": string(vmedia.Data["path"])}
 	for _, m := range machines {
 		secrets[m.Name+"'s BMC password"] = m.BMCPassword
 	}
 	texts := map[string]string{"status --json": string(sout), "status": string(human), "Ironic's log": ironicLog(),
-		"BMO's log": podLog(render.BMONamespace, "deploy/baremetal-operator", "")}
+		"BMO's log":            podLog(render.BMONamespace, "deploy/baremetal-operator", ""),
+		"the web server's log": podLog(render.IronicNamespace, "deploy/ironic", "httpd")}
+	if httpd := texts["the web server's log"]; !strings.Contains(httpd, "(a virtual-media image)") {
+		t.Errorf("the web server's log shows no fetch of a virtual-media ISO:\n%s", command.Tail(httpd, 20))
+	}
 	for _, p := range outputs {
 		texts[p] = readLog(p)
 	}

@@ -127,6 +127,10 @@ func metal3Step(n *node) pipeline.Step {
 			if err != nil {
 				return err
 			}
+			vmedia, err := vmediaPath(ctx, c)
+			if err != nil {
+				return err
+			}
 			ip, err := render.ProvisioningIP(early.Bootstrap.Provisioning)
 			if err != nil {
 				return err
@@ -152,7 +156,7 @@ func metal3Step(n *node) pipeline.Step {
 			objs, err := render.Metal3(render.Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: auth,
 				TLS:   render.IronicTLSFiles{CA: tls.CA, CAKey: tls.CAKey, Cert: tls.Cert, Key: tls.Key},
 				BMCCA: bmcCA, DNS: early.Bootstrap.DNS, ProvisioningLimit: early.Bootstrap.ProvisioningLimit,
-				SiteClock: siteClock})
+				SiteClock: siteClock, VMediaPath: vmedia})
 			if err != nil {
 				return fmt.Errorf("site %s: %w", n.sitePath, err)
 			}
@@ -219,6 +223,21 @@ func ironicAuth(ctx context.Context, c *kube.Client) (render.IronicAuth, error) 
 		return render.NewIronicAuth(rand.Reader)
 	default:
 		return render.IronicAuth{}, fmt.Errorf("reading Secret %s/%s: %w", render.BMONamespace, render.IronicCredentials, err)
+	}
+}
+
+// vmediaPath reads the virtual-media ISOs' secret path of an earlier
+// run, or makes a new one: a restarted Ironic keeps handing out URLs its
+// web server serves, and a BMC that holds one keeps reading its ISO.
+func vmediaPath(ctx context.Context, c *kube.Client) (string, error) {
+	s, err := c.CS.CoreV1().Secrets(render.IronicNamespace).Get(ctx, render.IronicVMedia, metav1.GetOptions{})
+	switch {
+	case err == nil && len(s.Data["path"]) > 0:
+		return string(s.Data["path"]), nil
+	case err == nil || apierrors.IsNotFound(err):
+		return render.NewVMediaPath(rand.Reader)
+	default:
+		return "", fmt.Errorf("reading Secret %s/%s: %w", render.IronicNamespace, render.IronicVMedia, err)
 	}
 }
 

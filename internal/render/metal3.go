@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"regexp"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -36,6 +37,10 @@ const (
 	// certificate with its key (package ironictls): firstboot's own, to
 	// issue the certificate again; no Pod mounts it.
 	ProvisioningCA = "provisioning-ca"
+	// IronicVMedia holds the secret path (path) under which alone the
+	// ironic Pod's web server serves the virtual-media ISOs, each of
+	// which carries its node's agent token; Ironic gives the BMC the URL.
+	IronicVMedia = "ironic-vmedia"
 	// BMOIronicCA holds the provisioning CA (ca.crt) that BMO verifies
 	// Ironic's API against.
 	BMOIronicCA = "ironic-ca"
@@ -85,6 +90,20 @@ func authFor(user, pw string) (IronicAuth, error) {
 	return IronicAuth{Username: user, Password: pw, Htpasswd: user + ":" + string(h) + "\n"}, nil
 }
 
+// NewVMediaPath makes a secret path for the virtual-media ISOs: 24
+// random bytes, base64url (letters, digits, - and _).
+func NewVMediaPath(rand io.Reader) (string, error) {
+	b := make([]byte, 24)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return "", fmt.Errorf("making the virtual-media path: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// vmediaPath matches what NewVMediaPath makes (and what the Ironic
+// image's scripts take).
+var vmediaPath = regexp.MustCompile(`^[A-Za-z0-9_-]{32,}$`)
+
 // IronicTLSFiles are the provisioning CA with its key and Ironic's
 // certificate with its key, PEM (package ironictls makes them). The keys
 // must never be logged.
@@ -130,6 +149,9 @@ type Metal3Inputs struct {
 	// ProvisioningLimit is how many hosts BMO has Ironic work on at once
 	// (bootstrap.provisioningLimit; BMO's own default when 0).
 	ProvisioningLimit int
+	// VMediaPath is the secret path of the virtual-media ISOs
+	// (NewVMediaPath; kept from run to run). It must never be logged.
+	VMediaPath string
 }
 
 // Metal3 renders the objects Ironic and BMO read their settings from: the
@@ -143,6 +165,9 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 	}
 	if len(in.TLS.CA) == 0 || len(in.TLS.CAKey) == 0 || len(in.TLS.Cert) == 0 || len(in.TLS.Key) == 0 {
 		return nil, fmt.Errorf("Ironic's TLS certificate and the provisioning CA are missing: Ironic serves its API over TLS only")
+	}
+	if !vmediaPath.MatchString(in.VMediaPath) {
+		return nil, fmt.Errorf("the virtual-media ISOs' secret path is missing or not 32 or more letters, digits, - and _ (NewVMediaPath makes one)")
 	}
 	http := fmt.Sprintf("http://%s:%d", hostPort(ip), ImagePort)
 	meta := func(ns, name string) metav1.ObjectMeta {
@@ -193,6 +218,7 @@ func Metal3(in Metal3Inputs) ([]Object, error) {
 		secret(BMONamespace, IronicCredentials, map[string]string{"username": auth.Username, "password": auth.Password}),
 		secret(IronicNamespace, IronicHtpasswd, map[string]string{"htpasswd": auth.Htpasswd}),
 		cm(IronicNamespace, IronicBMCCA, map[string]string{"bmc-ca.pem": string(in.BMCCA)}),
+		secret(IronicNamespace, IronicVMedia, map[string]string{"path": in.VMediaPath}),
 		tlsSecret(meta(IronicNamespace, IronicTLS), map[string][]byte{
 			corev1.TLSCertKey: in.TLS.Cert, corev1.TLSPrivateKeyKey: in.TLS.Key, "ca.crt": in.TLS.CA}),
 		secret(IronicNamespace, ProvisioningCA, map[string]string{

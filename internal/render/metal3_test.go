@@ -1,6 +1,7 @@
 package render
 
 import (
+	"crypto/rand"
 	"strings"
 	"testing"
 
@@ -22,6 +23,7 @@ func ironicEnv(t *testing.T, in Metal3Inputs) map[string]string {
 		DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}
 	in.Auth = IronicAuth{Username: "u", Password: "p"}
 	in.TLS = testTLS
+	in.VMediaPath = testVMediaPath
 	objs, err := Metal3(in)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +83,7 @@ func TestMetal3DHCPServers(t *testing.T) {
 // PROVISIONING_LIMIT; without it BMO keeps its own default.
 func TestMetal3ProvisioningLimit(t *testing.T) {
 	for limit, want := range map[int]string{0: "", 2: "2"} {
-		in := Metal3Inputs{ProvisioningLimit: limit, Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
+		in := Metal3Inputs{ProvisioningLimit: limit, Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS, VMediaPath: testVMediaPath,
 			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24", DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
 		objs, err := Metal3(in)
 		if err != nil {
@@ -102,7 +104,7 @@ func TestMetal3ProvisioningLimit(t *testing.T) {
 // a site read without defaults (ReadEarly) gets the default.
 func TestMetal3DHCPHosts(t *testing.T) {
 	for given, want := range map[string]string{"": "site", "site": "site", "any": "any"} {
-		in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
+		in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS, VMediaPath: testVMediaPath,
 			Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
 				DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}, DHCPHosts: given}}
 		objs, err := Metal3(in)
@@ -128,7 +130,7 @@ func TestMetal3DHCPHosts(t *testing.T) {
 // Secret; the CA's key is only in firstboot's own Secret, and no
 // ConfigMap carries a key. Without TLS Metal3 refuses to render.
 func TestMetal3TLS(t *testing.T) {
-	in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS,
+	in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS, VMediaPath: testVMediaPath,
 		Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
 			DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
 	objs, err := Metal3(in)
@@ -184,5 +186,54 @@ func TestMetal3TLS(t *testing.T) {
 	in.TLS.Key = nil
 	if _, err := Metal3(in); err == nil || !strings.Contains(err.Error(), "TLS") {
 		t.Errorf("Metal3 without Ironic's key: %v, want refused", err)
+	}
+}
+
+// testVMediaPath is a secret path as NewVMediaPath makes one.
+const testVMediaPath = "Zm9yIHRoZSB0ZXN0cyBvbmx5LCBub3QgYSBzZWNyZXQ"
+
+// TestMetal3VMediaPath: the virtual-media ISOs' secret path goes into a
+// Secret of its own, which the ironic Pod reads, and into no ConfigMap.
+// NewVMediaPath makes a new one each time, of the letters the Ironic
+// image's scripts take; Metal3 refuses to render without one.
+func TestMetal3VMediaPath(t *testing.T) {
+	a, err := NewVMediaPath(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewVMediaPath(rand.Reader)
+	if a == b || !vmediaPath.MatchString(a) {
+		t.Errorf("NewVMediaPath made %q and %q", a, b)
+	}
+	in := Metal3Inputs{Auth: IronicAuth{Username: "u", Password: "p"}, TLS: testTLS, VMediaPath: a,
+		Provisioning: site.ProvisioningNetwork{Interface: "eno2", Address: "172.22.0.1/24",
+			DHCPRange: site.DHCPRange{Start: "172.22.0.10", End: "172.22.0.100"}}}
+	objs, err := Metal3(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			for k, v := range o.Data {
+				if strings.Contains(v, a) {
+					t.Errorf("ConfigMap %s/%s holds the secret path in %s", o.Namespace, o.Name, k)
+				}
+			}
+		case *corev1.Secret:
+			if o.Namespace == IronicNamespace && o.Name == IronicVMedia {
+				found = o.StringData["path"] == a && len(o.StringData) == 1
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no Secret %s/%s holds the path alone", IronicNamespace, IronicVMedia)
+	}
+	for _, bad := range []string{"", "short", "a/b/" + a, a + "?x"} {
+		in.VMediaPath = bad
+		if _, err := Metal3(in); err == nil || strings.Contains(err.Error(), a) {
+			t.Errorf("Metal3 with path %q: %v, want refused without the path in words", bad, err)
+		}
 	}
 }

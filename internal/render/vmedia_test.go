@@ -109,7 +109,7 @@ func TestVirtualMediaNeedsNoDHCP(t *testing.T) {
 	if got := early.DHCPHosts(); !slices.Equal(got, wantHosts) {
 		t.Errorf("DHCPHosts = %+v, want %+v", got, wantHosts)
 	}
-	m3, err := Metal3(Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: IronicAuth{Username: "u", Password: "p"},
+	m3, err := Metal3(Metal3Inputs{Provisioning: early.Bootstrap.Provisioning, Auth: IronicAuth{Username: "u", Password: "p"}, VMediaPath: testVMediaPath,
 		BMCCA: []byte("PEM"), TLS: testTLS})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 )
 
 // defaultMaxImageBytes bounds a virtual media image, which the BMC keeps
@@ -18,10 +19,11 @@ const defaultMaxImageBytes = 4 << 30
 // download writes the image at rawURL to file, whole or not at all: an
 // image larger than maxImageBytes is refused, whatever its
 // Content-Length says (or when it has none). Its errors name the URL
-// without its query or user (they may hold secrets).
+// by its server and file name only: its user, query and folders may hold
+// secrets (bootstick's Ironic serves the ISOs under a secret path).
 func (b *redfishBMC) download(ctx context.Context, rawURL, file string) error {
 	u, _ := url.Parse(rawURL)
-	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() + "/…/" + path.Base(u.Path)
 	if err := b.fetchImage(ctx, rawURL, file); err != nil {
 		return fmt.Errorf("fetching %s: %w", shown, err)
 	}
