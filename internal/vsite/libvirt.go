@@ -95,9 +95,10 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 // its NICs have no option ROM: the firmware's own PXE client boots, as a
 // real server's does. Extra NICs never boot. A Secure Boot machine's
 // loader is OVMF's Secure Boot build, which needs SMM; its variables start
-// from the template <nvram> names (Microsoft's keys: Secure Boot on). The CPU is x86-64-v2 with
-// AES-NI, as the appliance's is in package qemu: under TCG, a control
-// plane's TLS without AES-NI runs AES emulated instruction by instruction.
+// from the template <nvram> names (Microsoft's keys: Secure Boot on). The
+// CPU is x86-64-v2 with AES-NI, as the appliance's is in package qemu:
+// under TCG, a control plane's TLS without AES-NI runs AES emulated
+// instruction by instruction.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
