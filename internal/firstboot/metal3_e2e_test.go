@@ -329,10 +329,10 @@ func TestHostProvision(t *testing.T) {
 		} else if caps := node.Properties.Capabilities; node.Driver != bmc || node.BootInterface != boot ||
 			!strings.Contains(","+caps+",", ",boot_mode:"+mode+",") || strings.Contains(","+caps+",", ",secure_boot:true,") != sb ||
 			(sb && (node.SecureBoot == nil || !*node.SecureBoot)) {
-			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q, secure_boot %v; want %s, %s, boot_mode:%s, Secure Boot %v",
-				name, node.Driver, node.BootInterface, caps, node.SecureBoot, bmc, boot, mode, sb)
+			t.Errorf("Ironic drives %s with %s, boot interface %s, capabilities %q, secure_boot %s; want %s, %s, boot_mode:%s, Secure Boot %v",
+				name, node.Driver, node.BootInterface, caps, optBool(node.SecureBoot), bmc, boot, mode, sb)
 		} else {
-			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s, secure_boot %v", name, node.Driver, node.BootInterface, caps, node.SecureBoot)
+			t.Logf("Ironic drives %s with %s, boot interface %s, capabilities %s, secure_boot %s", name, node.Driver, node.BootInterface, caps, optBool(node.SecureBoot))
 		}
 	}
 
@@ -443,4 +443,12 @@ func bmhUIDs(t *testing.T, ctx context.Context, c *kube.Client) map[string]strin
 		t.Fatalf("%d BareMetalHosts, want 9: %v", len(out), out)
 	}
 	return out
+}
+
+// optBool is an optional field of Ironic's as JSON shows it.
+func optBool(b *bool) string {
+	if b == nil {
+		return "null"
+	}
+	return fmt.Sprint(*b)
 }
