@@ -38,8 +38,20 @@ func (b *redfishBMC) bootEnabled() string {
 // etag is the System's ETag: it changes with what a PATCH changes (the
 // boot settings), not with the power state.
 func etag(enabled string, st machineState) string {
-	h := sha256.Sum256([]byte(enabled + "/" + st.BootTarget + "/" + bootMode(st)))
+	return weakETag(enabled + "/" + st.BootTarget + "/" + bootMode(st))
+}
+
+// weakETag is a resource's weak ETag for the state it is made of.
+func weakETag(state string) string {
+	h := sha256.Sum256([]byte(state))
 	return fmt.Sprintf(`W/"%x"`, h[:8])
+}
+
+// staleIfMatch tells whether the request's If-Match names an ETag other
+// than current (weak or strong alike); none, or *, matches.
+func staleIfMatch(r *http.Request, current string) bool {
+	tag := r.Header.Get("If-Match")
+	return tag != "" && tag != "*" && strings.TrimPrefix(tag, "W/") != strings.TrimPrefix(current, "W/")
 }
 
 // patchBoot sets the boot override: the target goes into the machine's
@@ -75,8 +87,8 @@ func (b *redfishBMC) patchBoot(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if tag := r.Header.Get("If-Match"); tag != "" && tag != "*" && strings.TrimPrefix(tag, "W/") != strings.TrimPrefix(etag(b.bootEnabled(), st), "W/") {
-		redfishError(w, http.StatusPreconditionFailed, "the system changed: its ETag is not "+tag)
+	if staleIfMatch(r, etag(b.bootEnabled(), st)) {
+		redfishError(w, http.StatusPreconditionFailed, "the system changed: its ETag is not "+r.Header.Get("If-Match"))
 		return
 	}
 	switch {

@@ -1,10 +1,8 @@
 package vsite
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"strings"
 )
 
 // The SecureBoot resource of a System whose firmware is a Secure Boot
@@ -17,8 +15,7 @@ import (
 func secureBootPath(name string) string { return systemPath(name) + "/SecureBoot" }
 
 func secureBootETag(st machineState) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("secureboot/%t/%t", st.SecureBoot, st.SecureBootCurrent)))
-	return fmt.Sprintf(`W/"%x"`, h[:8])
+	return weakETag(fmt.Sprintf("secureboot/%t/%t", st.SecureBoot, st.SecureBootCurrent))
 }
 
 // secureBootState reads the machine and answers 404 when its firmware
@@ -82,8 +79,8 @@ func (b *redfishBMC) patchSecureBoot(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if tag := r.Header.Get("If-Match"); tag != "" && tag != "*" && strings.TrimPrefix(tag, "W/") != strings.TrimPrefix(secureBootETag(st), "W/") {
-		redfishError(w, http.StatusPreconditionFailed, "Secure Boot changed: its ETag is not "+tag)
+	if staleIfMatch(r, secureBootETag(st)) {
+		redfishError(w, http.StatusPreconditionFailed, "Secure Boot changed: its ETag is not "+r.Header.Get("If-Match"))
 		return
 	}
 	if *req.Enable != st.SecureBoot {
