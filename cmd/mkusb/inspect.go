@@ -104,7 +104,7 @@ func printReport(r *stick.Report) {
 	sizes := map[string]int64{}
 	for _, group := range [][]bundle.LockedFile{l.Manifests, l.Files, l.Packages.Binaries} {
 		for _, f := range group {
-			sizes[f.PayloadPath()] = f.Size
+			sizes[f.PayloadPath()] = f.PayloadSize()
 		}
 	}
 	for _, n := range names {

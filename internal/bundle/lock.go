@@ -121,10 +121,42 @@ type LockedFile struct {
 	Path   string     `json:"path,omitempty"` // relative to the bundle file
 	SHA256 cas.Digest `json:"sha256,omitempty"`
 	Size   int64      `json:"size,omitempty"`
+	// Zstd, when set, is the copy the payload carries: the file
+	// compressed with zstd, named with .zst (a compute node's binary,
+	// which the host decompresses). SHA256 and Size stay the file's own,
+	// which the host checks once it has decompressed it.
+	Zstd *Compressed `json:"zstd,omitempty"`
+}
+
+// Compressed is a file's compressed copy: its digest and size.
+type Compressed struct {
+	SHA256 cas.Digest `json:"sha256"`
+	Size   int64      `json:"size"`
 }
 
 // PayloadPath is where the file lives under /bundle.
-func (f LockedFile) PayloadPath() string { return f.Dest + "/" + f.Name }
+func (f LockedFile) PayloadPath() string {
+	if f.Zstd != nil {
+		return f.Dest + "/" + f.Name + ".zst"
+	}
+	return f.Dest + "/" + f.Name
+}
+
+// PayloadDigest is the digest of what lives at PayloadPath.
+func (f LockedFile) PayloadDigest() cas.Digest {
+	if f.Zstd != nil {
+		return f.Zstd.SHA256
+	}
+	return f.SHA256
+}
+
+// PayloadSize is the size of what lives at PayloadPath.
+func (f LockedFile) PayloadSize() int64 {
+	if f.Zstd != nil {
+		return f.Zstd.Size
+	}
+	return f.Size
+}
 
 // DebFile is the .deb's name in packages/ (Debian drops the epoch).
 func DebFile(p debs.Package) string {
@@ -146,7 +178,7 @@ func (l *Lock) PayloadFiles() map[string]cas.Digest {
 		out[f.PayloadPath()] = f.SHA256
 	}
 	for _, f := range l.Packages.Binaries {
-		out[f.PayloadPath()] = f.SHA256
+		out[f.PayloadPath()] = f.PayloadDigest()
 	}
 	for _, d := range l.Packages.Debs {
 		out["packages/"+d.File] = d.SHA256
@@ -172,6 +204,10 @@ type Resolver struct {
 	// ImageDigest finds an image's digest in its registry; nil means
 	// offline.
 	ImageDigest func(ctx context.Context, ref string) (cas.Digest, error)
+	// Compress makes the zstd copy the payload carries of a compute
+	// node's binary (the store's blob d); nil: the payload carries the
+	// binaries as they are.
+	Compress func(ctx context.Context, d cas.Digest) (Compressed, error)
 }
 
 // Resolve turns the bundle into a lock. Entries the previous lock pins
@@ -293,6 +329,13 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("bundle %s: packages.binaries[%d]: the toolchain builds no binary %s (images/recipes.yaml names the binaries)", b.File, i, name)
+		}
+		if r.Compress != nil {
+			z, err := r.Compress(ctx, bin.SHA256)
+			if err != nil {
+				return nil, fmt.Errorf("bundle %s: packages.binaries[%d] %s: %w", b.File, i, name, err)
+			}
+			bin.Zstd = &z
 		}
 		l.Packages.Binaries = append(l.Packages.Binaries, bin)
 	}

@@ -30,7 +30,7 @@ var rules = []struct {
 	{
 		pkg: "cmd/firstboot",
 		forbidden: []string{"internal/stick", "internal/toolchain", "internal/gobuild", "internal/rootfs", "internal/iso",
-			"internal/fetch", "internal/payload", "internal/usbwrite", "internal/recipes", "internal/ocibuild", "internal/preflight"},
+			"internal/fetch", "internal/payload", "internal/usbwrite", "internal/recipes", "internal/ocibuild", "internal/preflight", "internal/zstdblob"},
 		why: "firstboot runs on the stick: the builder's code does not belong in it",
 	},
 	{

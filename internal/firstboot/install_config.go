@@ -47,7 +47,11 @@ func installConfig(n *node, provisioning string) (*install.Config, error) {
 		c.Debs = append(c.Debs, install.Deb{Name: d.Name, Version: d.Version, File: d.File, SHA256: d.SHA256.Hex()})
 	}
 	for _, b := range lock.Packages.Binaries {
-		c.Binaries = append(c.Binaries, install.Binary{Name: b.Name, SHA256: b.SHA256.Hex()})
+		bin := install.Binary{Name: b.Name, SHA256: b.SHA256.Hex()}
+		if b.Zstd != nil {
+			bin.Zstd = b.Zstd.SHA256.Hex()
+		}
+		c.Binaries = append(c.Binaries, bin)
 	}
 	pause, err := n.bundle.findImage("pause")
 	if err != nil {

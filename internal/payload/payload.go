@@ -112,21 +112,22 @@ func Stage(ctx context.Context, o Options) (Stats, error) {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		if f.SHA256 == "" {
+		d := f.PayloadDigest()
+		if d == "" {
 			return st, fmt.Errorf("%s is not pinned in the lock (resolve it online first)", f.PayloadPath())
 		}
-		fi, err := os.Stat(o.Store.BlobPath(f.SHA256))
+		fi, err := os.Stat(o.Store.BlobPath(d))
 		if err != nil {
-			return st, fmt.Errorf("%s: %s is not in the cache: %w", f.PayloadPath(), f.SHA256, err)
+			return st, fmt.Errorf("%s: %s is not in the cache: %w", f.PayloadPath(), d, err)
 		}
 		if fi.Size() > bundle.MaxFileSize {
 			return st, &bundle.TooLargeError{Where: f.PayloadPath(), File: firstNonEmpty(f.URL, f.Path, f.Name), Size: fi.Size()}
 		}
-		if err := o.Store.Verify(f.SHA256); err != nil {
+		if err := o.Store.Verify(d); err != nil {
 			return st, fmt.Errorf("%s: %w", f.PayloadPath(), err)
 		}
 		dst := filepath.Join(o.Dir, filepath.FromSlash(f.PayloadPath()))
-		if err := o.Store.Link(f.SHA256, dst); err != nil {
+		if err := o.Store.Link(d, dst); err != nil {
 			return st, fmt.Errorf("staging %s: %w", f.PayloadPath(), err)
 		}
 		st.add(fi.Size())

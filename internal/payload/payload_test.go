@@ -3,6 +3,7 @@ package payload
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/bootstick/bootstick/internal/registry"
 	"github.com/bootstick/bootstick/internal/testkit"
 	"github.com/bootstick/bootstick/internal/toolchain"
+	"github.com/bootstick/bootstick/internal/zstdblob"
 )
 
 func setup(t *testing.T) (*cas.Store, *bundle.Bundle, *bundle.Lock) {
@@ -96,6 +98,51 @@ func TestStage(t *testing.T) {
 	back, err := bundle.ParseLock("bundle.lock", data)
 	if err != nil || len(bundle.Diff(l, back)) != 0 {
 		t.Errorf("staged lock differs: %v", err)
+	}
+}
+
+// TestStageCompressed: a lock whose binaries have zstd copies (as mkusb
+// resolves it) stages each copy as NAME.zst with the copy's digest and
+// nothing under the binary's own name; the copy unpacks to the binary.
+func TestStageCompressed(t *testing.T) {
+	store, b, _ := setup(t)
+	tc, err := testkit.Toolchain(store, 4096, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := bundle.Resolve(ctx, b, nil, bundle.Resolver{
+		Toolchain: func(context.Context, string) (*toolchain.Manifest, error) { return &tc.Manifest, nil },
+		Compress: func(ctx context.Context, d cas.Digest) (bundle.Compressed, error) {
+			c, err := zstdblob.Of(ctx, store, d)
+			return bundle.Compressed{SHA256: c.SHA256, Size: c.Size}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "bundle")
+	if _, err := Stage(ctx, Options{Store: store, Lock: l, Bundle: b, Dir: out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range l.Packages.Binaries {
+		if f.Zstd == nil {
+			t.Fatalf("%s: no zstd copy in the lock", f.Name)
+		}
+		if _, err := os.Stat(filepath.Join(out, "packages", f.Name)); err == nil {
+			t.Errorf("packages/%s is staged as it is, beside its copy", f.Name)
+		}
+		p := filepath.Join(out, "packages", f.Name+".zst")
+		if d, n, err := cas.HashFile(p); err != nil || d != f.Zstd.SHA256 || n != f.Zstd.Size {
+			t.Errorf("packages/%s.zst: %s %d %v; the lock says %s %d", f.Name, d, n, err, f.Zstd.SHA256, f.Zstd.Size)
+		}
+		raw, err := exec.Command("zstd", "-q", "-d", "-c", p).Output()
+		if err != nil || cas.DigestOf(raw) != f.SHA256 {
+			t.Errorf("packages/%s.zst unpacks to %s (%v), not the binary %s", f.Name, cas.DigestOf(raw), err, f.SHA256)
+		}
+	}
+	if got := l.PayloadFiles()["packages/kubeadm.zst"]; got == "" {
+		t.Errorf("the lock's payload files (the boot-time check's list) lack packages/kubeadm.zst: %v", l.PayloadFiles())
 	}
 }
 

@@ -48,6 +48,7 @@ import (
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/toolchain"
+	"github.com/bootstick/bootstick/internal/zstdblob"
 )
 
 // Options say what to build.
@@ -214,7 +215,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var tc *toolchain.Result
 	var lock *bundle.Lock
 	err = step("resolve", func() error {
-		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror, OSPackages: rootfs.DefaultPackages}
+		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror, OSPackages: rootfs.DefaultPackages,
+			// The compute nodes' binaries travel compressed: kubeadm,
+			// kubelet and kubectl are a quarter of their size in zstd.
+			Compress: func(ctx context.Context, d cas.Digest) (bundle.Compressed, error) {
+				c, err := zstdblob.Of(ctx, o.Store, d)
+				return bundle.Compressed{SHA256: c.SHA256, Size: c.Size}, err
+			}}
 		if b.Kubernetes.FromToolchain() {
 			r.Toolchain = func(ctx context.Context, recipesFile string) (*toolchain.Manifest, error) {
 				var err error

@@ -129,11 +129,14 @@ func InstallScript(c *Config, cl Cluster, n Target) (string, error) {
 		enc = map[string]any{"Path": EncryptionConfigPath, "Config": EncryptionConfig(n.EncryptionKey), "Cluster": cl.Name}
 	}
 	return render("install.sh", map[string]any{
-		"PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
+		"Dir": packagesDir, "PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
 		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp, "Encryption": enc,
 		"Images": c.Images,
 	})
 }
+
+// packagesDir is where a host keeps the stick's packages it fetched.
+const packagesDir = "/var/lib/bootstick/packages"
 
 // EncryptionConfigPath is where a master keeps the cluster's
 // EncryptionConfiguration (its folder 0700, the file 0600): the install

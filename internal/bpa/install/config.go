@@ -84,6 +84,9 @@ type Deb struct {
 type Binary struct {
 	Name   string `json:"name"`
 	SHA256 string `json:"sha256"` // hex
+	// Zstd, when set, is the hex sha256 of the stick's zstd copy,
+	// NAME.zst, which the host fetches and unpacks.
+	Zstd string `json:"zstd,omitempty"`
 }
 
 // Image is an image by its name (registry/repository:tag) and digest.

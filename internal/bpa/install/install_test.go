@@ -14,7 +14,7 @@ func testConfig() *Config {
 	return &Config{
 		KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/",
 		Debs:     []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
-		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
+		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64), Zstd: strings.Repeat("9", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
 		Registry: "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
 		PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
@@ -47,7 +47,7 @@ func TestScripts(t *testing.T) {
 	bashSyntax(t, "install", inst)
 	for _, want := range []string{
 		"write /etc/containerd/certs.d/registry.k8s.io/hosts.toml", "write /etc/containerd/certs.d/docker.io/hosts.toml",
-		`"http://172.22.0.1:5000"`, "fetch 'kubeadm' " + strings.Repeat("b", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
+		`"http://172.22.0.1:5000"`, "fetchz 'kubeadm' " + strings.Repeat("b", 64) + " " + strings.Repeat("9", 64), "fetch 'kubelet' " + strings.Repeat("c", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
 		"put \"$dir/flannel\" /opt/cni/bin/flannel", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
 		// Every image by the lock's digest, then named by its tag.
 		"pull 'registry.k8s.io/kube-apiserver@sha256:" + strings.Repeat("2", 64) + "' 'registry.k8s.io/kube-apiserver:v1.34.4'\n",

@@ -3,23 +3,9 @@
 # package already installed at its version is left alone, and a dpkg run
 # cut short is finished first.
 export DEBIAN_FRONTEND=noninteractive
-dir=/var/lib/bootstick/packages
+dir={{shq .Dir}}
 mkdir -p "$dir" /etc/bootstick
-fetch() { # NAME SHA256
-	local f="$dir/$1"
-	if [ -f "$f" ] && echo "$2  $f" | sha256sum -c --status; then return 0; fi
-	curl -fsS --retry 5 --retry-connrefused --connect-timeout 10 -o "$f.part" {{shq .PackagesURL}}"$1"
-	if ! echo "$2  $f.part" | sha256sum -c --status; then
-		rm -f "$f.part"
-		echo "$1 from {{.PackagesURL}} does not match its checksum in the stick's lock: the stick's copy is damaged; rebuild or re-write the stick" >&2
-		exit 3
-	fi
-	mv "$f.part" "$f"
-}
-{{range .Debs}}fetch {{shq .File}} {{.SHA256}}
-{{end}}{{range .Binaries}}fetch {{shq .Name}} {{.SHA256}}
-{{end}}
-dpkg --configure -a
+{{template "fetch.sh" .}}dpkg --configure -a
 debs=()
 {{range .Debs}}[ "$(dpkg-query -W -f='${Version} ${db:Status-Status}' {{shq .Name}} 2>/dev/null || true)" = {{shq .Version}}" installed" ] || debs+=("$dir/"{{shq .File}})
 {{end}}
