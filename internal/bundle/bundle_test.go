@@ -12,6 +12,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/debs"
+	"github.com/bootstick/bootstick/internal/recipes"
 	"github.com/bootstick/bootstick/internal/toolchain"
 )
 
@@ -24,18 +25,38 @@ func fakeResolver() Resolver {
 			return &toolchain.Manifest{
 				Go: "go1.26", KubernetesVersion: "v1.34.4",
 				Recipes: []toolchain.RecipeRecord{{Name: "kubernetes", Source: "k8s.io/kubernetes@v1.34.4"}},
-				Binaries: []toolchain.Binary{
+				Binaries: append([]toolchain.Binary{
 					{Name: "kubeadm", Digest: cas.Digest("sha256:" + strings.Repeat("1", 64)), Size: 1},
 					{Name: "kubelet", Digest: cas.Digest("sha256:" + strings.Repeat("2", 64)), Size: 2},
 					{Name: "kubectl", Digest: cas.Digest("sha256:" + strings.Repeat("3", 64)), Size: 3},
 					{Name: "flannel", Digest: cas.Digest("sha256:" + strings.Repeat("5", 64)), Size: 5},
-				},
+				}, fakeCNIPlugins()...),
 				Images: []toolchain.ImageRecord{{Ref: "example.test/pause:1", Digest: cas.Digest("sha256:" + strings.Repeat("4", 64))}},
 			}, nil
 		},
 		Debs:   fakeDebs("1:1.0-1", nil),
 		Mirror: func(string) (string, error) { return "http://mirror.invalid/debian", nil },
 	}
+}
+
+// fakeCNIPlugins are the reference CNI plugins images/recipes.yaml builds
+// (its recipe cni-plugins), each with a digest of its own, as the fake
+// toolchain gives them.
+func fakeCNIPlugins() []toolchain.Binary {
+	spec, err := recipes.Load(filepath.Join("..", "..", "images", "recipes.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	var out []toolchain.Binary
+	for i := range spec.Binaries {
+		if spec.Binaries[i].Name != "cni-plugins" {
+			continue
+		}
+		for _, n := range spec.Binaries[i].BinaryNames() {
+			out = append(out, toolchain.Binary{Name: n, Digest: cas.DigestOf([]byte(n)), Size: int64(len(n))})
+		}
+	}
+	return out
 }
 
 // fakeDebs resolves every package to version, noting the names asked.
@@ -76,7 +97,9 @@ func TestDefaultLocks(t *testing.T) {
 	if len(l.Unresolved) != 0 {
 		t.Errorf("unresolved: %v", l.Unresolved)
 	}
-	if l.Kubernetes.Source != SourceToolchain || len(l.Packages.Binaries) != 4 || len(l.Packages.Debs) != 3 {
+	// kubeadm, kubelet, kubectl, flannel's plugin and the reference CNI
+	// plugins; the .debs of containerd and runc.
+	if l.Kubernetes.Source != SourceToolchain || len(l.Packages.Binaries) != 4+len(fakeCNIPlugins()) || len(l.Packages.Debs) != 2 {
 		t.Errorf("lock: %s", l.Marshal())
 	}
 	if got := l.Packages.Debs[0].File; got != "containerd_1.0-1_amd64.deb" {

@@ -227,7 +227,8 @@ func TestDefaultBundleShipsMetal3(t *testing.T) {
 	r.Toolchain = func(ctx context.Context, recipes string) (*toolchain.Manifest, error) {
 		return &toolchain.Manifest{
 			Go: "go1.26", KubernetesVersion: "v1.34.4",
-			Binaries: []toolchain.Binary{{Name: "kubeadm", Digest: digest("1")}, {Name: "kubelet", Digest: digest("2")}, {Name: "kubectl", Digest: digest("3")}, {Name: "flannel", Digest: digest("5")}},
+			Binaries: append([]toolchain.Binary{{Name: "kubeadm", Digest: digest("1")}, {Name: "kubelet", Digest: digest("2")}, {Name: "kubectl", Digest: digest("3")}, {Name: "flannel", Digest: digest("5")}},
+				fakeCNIPlugins()...),
 			Images: []toolchain.ImageRecord{
 				{Ref: "registry.bootstick.dev/bpa-operator:v0.1.0", Digest: digest("b")},
 				{Ref: "registry.bootstick.dev/baremetal-operator:v0.13.2", Digest: digest("c")},

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	bpacontroller "github.com/bootstick/bootstick/internal/bpa/controller"
@@ -352,12 +353,13 @@ func TestProvisionDHCPClock(t *testing.T) {
 		t.Errorf("SSH to node-0 at %s: %v", n.hostIP, err)
 	} else {
 		out, err := sshOutput(c, "kubeadm version -o short && kubelet --version && containerd --version && systemctl is-active containerd")
-		c.Close()
 		if err != nil || !strings.Contains(out, "Kubernetes v") || !strings.HasSuffix(strings.TrimSpace(out), "\nactive") {
 			t.Errorf("node-0 after the install phase (%v): %q, want kubeadm, the kubelet and containerd installed, and containerd running", err, out)
 		} else {
 			t.Logf("node-0 after the install phase:\n%s", out)
 		}
+		checkCNIPlugins(t, c)
+		c.Close()
 	}
 	for _, name := range []string{bpa.PhaseConnect, bpa.PhaseInstall} {
 		if ph := phase(p.Status.Hosts[0], name); ph != nil && ph.Finished != nil {
@@ -365,6 +367,34 @@ func TestProvisionDHCPClock(t *testing.T) {
 		}
 	}
 	n.checkNoSecret(t, ctx, p, nil)
+}
+
+// hostCNIPlugins are the reference CNI plugins a host gets from the stick
+// (images/recipes.yaml, cni-plugins), at the recipe's version.
+var hostCNIPlugins = []string{"bandwidth", "bridge", "dhcp", "dummy", "firewall", "host-device", "host-local", "ipvlan",
+	"loopback", "macvlan", "portmap", "ptp", "sbr", "static", "tap", "tuning", "vlan", "vrf"}
+
+// checkCNIPlugins: each reference CNI plugin on the host, run as a person
+// would to ask what it is (no CNI_COMMAND), names itself at the stick's
+// version; flannel's is beside them; the stick's zstd copies were
+// unpacked and are gone.
+func checkCNIPlugins(t *testing.T, c *ssh.Client) {
+	t.Helper()
+	cmd := "for p in " + strings.Join(hostCNIPlugins, " ") + `; do /opt/cni/bin/$p 2>&1 | head -n 1; done; test -x /opt/cni/bin/flannel && echo flannel; ls /var/lib/bootstick/packages`
+	out, err := sshOutput(c, cmd)
+	if err != nil {
+		t.Errorf("node-0's CNI plugins: %v\n%s", err, out)
+		return
+	}
+	for _, p := range hostCNIPlugins {
+		if want := "CNI " + p + " plugin v1.10.0\n"; !strings.Contains(out, want) {
+			t.Errorf("node-0's /opt/cni/bin/%s does not say %q", p, strings.TrimSpace(want))
+		}
+	}
+	if !strings.Contains(out, "\nflannel\n") || strings.Contains(out, ".zst") || !strings.Contains(out, "kubelet\n") {
+		t.Errorf("node-0: want flannel's plugin, kubelet unpacked and no zstd copy left:\n%s", out)
+	}
+	t.Logf("node-0's CNI plugins and packages:\n%s", out)
 }
 
 // unknownMAC is a machine no site of the tests names: a locally

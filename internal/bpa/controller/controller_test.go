@@ -204,7 +204,8 @@ func rbacAPIServer(t *testing.T, ctx context.Context) (*kubetest.Env, client.Cli
 func installConfig(hosts map[string]install.Host) *install.Config {
 	return &install.Config{
 		KubernetesVersion: "v1.34.4", PackagesURL: "http://127.0.0.1:1/packages/",
-		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"}},
+		Binaries: []install.Binary{{Name: "kubeadm"}, {Name: "kubelet"}, {Name: "kubectl"}, {Name: "flannel"},
+			{Name: "cni-bridge"}, {Name: "cni-host-local"}, {Name: "cni-portmap"}, {Name: "cni-loopback"}},
 		Registry: "http://127.0.0.1:5000", Mirrored: []string{"registry.k8s.io"}, PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins: map[string]install.Plugin{install.PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
 		Images: []install.Image{{Name: "docker.io/flannel/flannel:v0.27.4", Digest: "sha256:" + strings.Repeat("1", 64)},

@@ -38,8 +38,7 @@ type Config struct {
 	// PackagesURL is where the stick serves its packages folder, ending
 	// in "/".
 	PackagesURL string `json:"packagesURL"`
-	// Debs are installed with dpkg; Binaries go to /usr/bin (flannel's
-	// CNI plugin to /opt/cni/bin).
+	// Debs are installed with dpkg; Binaries go where Binary.Path says.
 	Debs     []Deb    `json:"debs"`
 	Binaries []Binary `json:"binaries"`
 	// Registry is the stick's registry as hosts reach it
@@ -80,6 +79,17 @@ type Deb struct {
 	SHA256  string `json:"sha256"` // hex
 }
 
+// cniBinDir is where containerd looks for CNI plugins.
+const cniBinDir = "/opt/cni/bin"
+
+// cniPrefix marks a reference CNI plugin's binary: cni-bridge is the
+// plugin bridge.
+const cniPrefix = "cni-"
+
+// flannelDelegates are the plugins flannel's CNI plugin hands a pod to
+// (its conflist and its delegate): a host of a flannel cluster needs them.
+var flannelDelegates = []string{"bridge", "host-local", "portmap", "loopback"}
+
 // Binary is an executable in the packages folder, named Name.
 type Binary struct {
 	Name   string `json:"name"`
@@ -87,6 +97,19 @@ type Binary struct {
 	// Zstd, when set, is the hex sha256 of the stick's zstd copy,
 	// NAME.zst, which the host fetches and unpacks.
 	Zstd string `json:"zstd,omitempty"`
+}
+
+// Path is where the host runs the binary from: a CNI plugin (flannel's, or
+// a reference plugin, cni-NAME) from /opt/cni/bin, as NAME; the rest from
+// /usr/bin.
+func (b Binary) Path() string {
+	switch {
+	case b.Name == PluginFlannel:
+		return cniBinDir + "/" + b.Name
+	case strings.HasPrefix(b.Name, cniPrefix):
+		return cniBinDir + "/" + strings.TrimPrefix(b.Name, cniPrefix)
+	}
+	return "/usr/bin/" + b.Name
 }
 
 // Image is an image by its name (registry/repository:tag) and digest.
@@ -181,6 +204,13 @@ func ParseConfig(data string) (*Config, error) {
 	for _, n := range []string{"kubeadm", "kubelet", "kubectl"} {
 		if !slices.ContainsFunc(c.Binaries, func(b Binary) bool { return b.Name == n }) {
 			probs = append(probs, "binaries lacks "+n)
+		}
+	}
+	if _, ok := c.Plugins[PluginFlannel]; ok && !slices.ContainsFunc(c.Debs, func(d Deb) bool { return d.Name == "containernetworking-plugins" }) {
+		for _, n := range flannelDelegates {
+			if !slices.ContainsFunc(c.Binaries, func(b Binary) bool { return b.Name == cniPrefix+n }) {
+				probs = append(probs, "binaries lacks "+cniPrefix+n+" (flannel hands each pod to the "+n+" plugin)")
+			}
 		}
 	}
 	probs = append(probs, c.checkImages()...)

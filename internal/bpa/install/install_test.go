@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,8 +14,11 @@ import (
 func testConfig() *Config {
 	return &Config{
 		KubernetesVersion: "v1.34.4", PackagesURL: "http://172.22.0.1:6180/packages/",
-		Debs:     []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
-		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64), Zstd: strings.Repeat("9", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)}},
+		Debs: []Deb{{Name: "containerd", Version: "1.7.24~ds1-6+deb13u1", File: "containerd_1.7.24~ds1-6+deb13u1_amd64.deb", SHA256: strings.Repeat("a", 64)}},
+		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64), Zstd: strings.Repeat("9", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)},
+			{Name: "cni-bridge", SHA256: strings.Repeat("4", 64)}, {Name: "cni-host-local", SHA256: strings.Repeat("5", 64)},
+			{Name: "cni-portmap", SHA256: strings.Repeat("6", 64)}, {Name: "cni-loopback", SHA256: strings.Repeat("7", 64)},
+			{Name: "cni-macvlan", SHA256: strings.Repeat("8", 64)}},
 		Registry: "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
 		PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
@@ -48,7 +52,8 @@ func TestScripts(t *testing.T) {
 	for _, want := range []string{
 		"write /etc/containerd/certs.d/registry.k8s.io/hosts.toml", "write /etc/containerd/certs.d/docker.io/hosts.toml",
 		`"http://172.22.0.1:5000"`, "fetchz 'kubeadm' " + strings.Repeat("b", 64) + " " + strings.Repeat("9", 64), "fetch 'kubelet' " + strings.Repeat("c", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
-		"put \"$dir/flannel\" /opt/cni/bin/flannel", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
+		"put \"$dir/\"'flannel' '/opt/cni/bin/flannel' 0755\n", "put \"$dir/\"'kubeadm' '/usr/bin/kubeadm' 0755\n",
+		"put \"$dir/\"'cni-bridge' '/opt/cni/bin/bridge' 0755\n", "put \"$dir/\"'cni-macvlan' '/opt/cni/bin/macvlan' 0755\n", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
 		// Every image by the lock's digest, then named by its tag.
 		"pull 'registry.k8s.io/kube-apiserver@sha256:" + strings.Repeat("2", 64) + "' 'registry.k8s.io/kube-apiserver:v1.34.4'\n",
 		"pull 'registry.k8s.io/pause@sha256:" + strings.Repeat("3", 64) + "' 'registry.k8s.io/pause:3.10.1'\n",
@@ -157,9 +162,31 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
+	// flannel hands each pod to the reference plugins: a stick that
+	// carries neither them nor Debian's .deb of them is refused.
+	c := testConfig()
+	c.Binaries = slices.DeleteFunc(c.Binaries, func(b Binary) bool { return b.Name == "cni-portmap" || b.Name == "cni-loopback" })
+	data, err = c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseConfig(data)
+	for _, want := range []string{"binaries lacks cni-portmap (flannel hands each pod to the portmap plugin)", "binaries lacks cni-loopback"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	c.Debs = append(c.Debs, Deb{Name: "containernetworking-plugins", Version: "1.1.1+ds1-3+b17", File: "containernetworking-plugins_1.1.1+ds1-3+b17_amd64.deb", SHA256: strings.Repeat("0", 64)})
+	if data, err = c.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseConfig(data); err != nil {
+		t.Errorf("with Debian's plugins: %v", err)
+	}
+
 	// Images: each by a tagged name and a sha256 digest, the sandbox's and
 	// every plugin's among them.
-	c := testConfig()
+	c = testConfig()
 	c.Images = []Image{{Name: "registry.k8s.io/pause", Digest: "sha256:" + strings.Repeat("3", 64)},
 		{Name: "registry.k8s.io/etcd:3.6.5-0", Digest: "latest"}}
 	data, err = c.Marshal()
@@ -258,4 +285,16 @@ func heredoc(t *testing.T, script, start string) string {
 		t.Fatalf("no here-document after %q in:\n%s", start, script)
 	}
 	return body + "\n"
+}
+
+// TestBinaryPath: a host runs flannel's CNI plugin and each reference
+// plugin (cni-NAME on the stick) from /opt/cni/bin, as containerd looks
+// for them, and the rest from /usr/bin.
+func TestBinaryPath(t *testing.T) {
+	for name, want := range map[string]string{"kubeadm": "/usr/bin/kubeadm", "flannel": "/opt/cni/bin/flannel",
+		"cni-bridge": "/opt/cni/bin/bridge", "cni-host-local": "/opt/cni/bin/host-local"} {
+		if got := (Binary{Name: name}).Path(); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
 }

@@ -14,12 +14,16 @@ if [ ${#debs[@]} -gt 0 ]; then dpkg -i "${debs[@]}" >/dev/null; fi
 put() { # SRC DEST MODE
 	if ! cmp -s "$1" "$2"; then install -D -m "$3" "$1" "$2.bootstick-new" && mv "$2.bootstick-new" "$2"; fi
 }
-{{range .Binaries}}{{if eq .Name "flannel"}}put "$dir/flannel" /opt/cni/bin/flannel 0755
-{{else}}put "$dir/"{{shq .Name}} /usr/bin/{{shq .Name}} 0755
-{{end}}{{end}}
-# Debian's CNI plugins, where containerd looks for them.
+{{range .Binaries}}put "$dir/"{{shq .Name}} {{shq .Path}} 0755
+{{end}}
+# Debian's CNI plugins (a bundle that ships the .deb), where containerd
+# looks for them, for those the stick's own plugins do not replace.
 mkdir -p /opt/cni/bin
-for p in /usr/lib/cni/*; do ln -sfn "$p" /opt/cni/bin/; done
+for p in /usr/lib/cni/*; do
+	[ -e "$p" ] || continue
+	n=/opt/cni/bin/${p##*/}
+	if [ ! -e "$n" ] || [ -L "$n" ]; then ln -sfn "$p" "$n"; fi
+done
 
 write() { # DEST: standard input to DEST, replaced whole
 	mkdir -p "$(dirname "$1")"
