@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,7 +182,7 @@ func TestIPATLSRefusesAnotherCA(t *testing.T) {
 			if !strings.Contains(text, "lookup: "+nodeUUID) {
 				t.Errorf("%s: the agent did not look itself up:\n%s", c.name, text)
 			}
-			if !slicesHasPrefix(got, "/v1/lookup?addresses=52%3A54%3A00%3Ab0%3A07%3A10") {
+			if !slices.ContainsFunc(got, func(u string) bool { return strings.HasPrefix(u, "/v1/lookup?addresses=52%3A54%3A00%3Ab0%3A07%3A10") }) {
 				t.Errorf("%s: the API saw %q, want the agent's lookup by its MAC", c.name, got)
 			}
 			t.Logf("%s: the agent looked itself up over TLS: %q", c.name, got)
@@ -220,15 +221,6 @@ func appendedArchive(t *testing.T, base, derived string) []byte {
 		t.Fatalf("%s: no cpio archive at %d, after the stick's initramfs", derived, off)
 	}
 	return d[off:]
-}
-
-func slicesHasPrefix(list []string, prefix string) bool {
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 type writerFunc func([]byte) (int, error)
