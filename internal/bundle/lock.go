@@ -205,9 +205,9 @@ type Resolver struct {
 	// offline.
 	ImageDigest func(ctx context.Context, ref string) (cas.Digest, error)
 	// Compress makes the zstd copy the payload carries of a compute
-	// node's binary (the store's blob d); nil: the payload carries the
-	// binaries as they are.
-	Compress func(ctx context.Context, d cas.Digest) (Compressed, error)
+	// node's binary (a pinned file: it may have to fetch it first); nil:
+	// the payload carries the binaries as they are.
+	Compress func(ctx context.Context, f LockedFile) (Compressed, error)
 }
 
 // Resolve turns the bundle into a lock. Entries the previous lock pins
@@ -330,8 +330,8 @@ func Resolve(ctx context.Context, b *Bundle, prev *Lock, r Resolver) (*Lock, err
 		if !ok {
 			return nil, fmt.Errorf("bundle %s: packages.binaries[%d]: the toolchain builds no binary %s (images/recipes.yaml names the binaries)", b.File, i, name)
 		}
-		if r.Compress != nil {
-			z, err := r.Compress(ctx, bin.SHA256)
+		if r.Compress != nil && bin.SHA256 != "" {
+			z, err := r.Compress(ctx, bin)
 			if err != nil {
 				return nil, fmt.Errorf("bundle %s: packages.binaries[%d] %s: %w", b.File, i, name, err)
 			}

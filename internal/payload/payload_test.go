@@ -113,8 +113,8 @@ func TestStageCompressed(t *testing.T) {
 	ctx := context.Background()
 	l, err := bundle.Resolve(ctx, b, nil, bundle.Resolver{
 		Toolchain: func(context.Context, string) (*toolchain.Manifest, error) { return &tc.Manifest, nil },
-		Compress: func(ctx context.Context, d cas.Digest) (bundle.Compressed, error) {
-			c, err := zstdblob.Of(ctx, store, d)
+		Compress: func(ctx context.Context, f bundle.LockedFile) (bundle.Compressed, error) {
+			c, err := zstdblob.Of(ctx, store, f.SHA256)
 			return bundle.Compressed{SHA256: c.SHA256, Size: c.Size}, err
 		},
 	})

@@ -218,8 +218,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror, OSPackages: rootfs.DefaultPackages,
 			// The compute nodes' binaries travel compressed: kubeadm,
 			// kubelet and kubectl are a quarter of their size in zstd.
-			Compress: func(ctx context.Context, d cas.Digest) (bundle.Compressed, error) {
-				c, err := zstdblob.Of(ctx, o.Store, d)
+			Compress: func(ctx context.Context, f bundle.LockedFile) (bundle.Compressed, error) {
+				if err := storeFile(ctx, o, b, f); err != nil {
+					return bundle.Compressed{}, err
+				}
+				c, err := zstdblob.Of(ctx, o.Store, f.SHA256)
 				return bundle.Compressed{SHA256: c.SHA256, Size: c.Size}, err
 			}}
 		if b.Kubernetes.FromToolchain() {
@@ -494,15 +497,8 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 		return err
 	}
 	for _, f := range locals {
-		if o.Store.Has(f.SHA256) {
-			continue
-		}
-		d, _, err := o.Store.PutFile(b.Path(f.Path))
-		if err != nil {
+		if err := storeFile(ctx, o, b, f); err != nil {
 			return err
-		}
-		if d != f.SHA256 {
-			return fmt.Errorf("%s changed since it was locked (sha256 %s, locked %s): build again without --locked to relock", f.Path, d.Hex(), f.SHA256.Hex())
 		}
 	}
 	var pkgs []debs.Package
@@ -531,6 +527,27 @@ func fetchAll(ctx context.Context, o Options, b *bundle.Bundle, l *bundle.Lock) 
 		}
 	}
 	return nil
+}
+
+// storeFile puts a pinned file the cache lacks into it: a release binary
+// by its URL, or a file beside the bundle (the toolchain's are there).
+func storeFile(ctx context.Context, o Options, b *bundle.Bundle, f bundle.LockedFile) error {
+	if o.Store.Has(f.SHA256) {
+		return nil
+	}
+	switch f.Source {
+	case bundle.SourceURL:
+		fr := &fetch.Fetcher{Store: o.Store, Progress: o.Progress, Client: o.HTTPClient}
+		_, err := fr.Fetch(ctx, []fetch.Item{{URL: f.URL, SHA256: f.SHA256, Size: f.Size}})
+		return err
+	case bundle.SourceLocal:
+		d, _, err := o.Store.PutFile(b.Path(f.Path))
+		if err == nil && d != f.SHA256 {
+			err = fmt.Errorf("%s changed since it was locked (sha256 %s, locked %s): build again without --locked to relock", f.Path, d.Hex(), f.SHA256.Hex())
+		}
+		return err
+	}
+	return fmt.Errorf("%s (%s) is not in the cache: run mkusb toolchain", f.Name, f.SHA256)
 }
 
 func loadSite(ctx context.Context, path, identity string, allowCleartext bool, images []osimage.Image, plugins []string) (*site.Site, []string, error) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootstick/bootstick/internal/bundle"
 	"github.com/bootstick/bootstick/internal/cas"
 	"github.com/bootstick/bootstick/internal/completeness"
 	"github.com/bootstick/bootstick/internal/debs"
@@ -426,5 +427,48 @@ func TestSecurityUpdateKeepsLockedOS(t *testing.T) {
 		}) {
 			t.Errorf("OS request %+v: want the locked openssh-server=1.0-1 from both mirrors", req)
 		}
+	}
+}
+
+// TestStoreFile: a pinned binary the cache lacks (a release by URL, one
+// kept as a file beside the bundle) is put into it before its zstd copy is
+// made, checked against its pin; a toolchain binary the cache lacks is
+// named with what to run.
+func TestStoreFile(t *testing.T) {
+	e := newEnv(t, "")
+	b, err := bundle.Load(e.bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := []byte("a kubelet from a release URL")
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(release) }))
+	defer ts.Close()
+	ctx := context.Background()
+	o := e.options("unused.iso")
+	byURL := bundle.LockedFile{Name: "kubelet", Source: bundle.SourceURL, URL: ts.URL + "/kubelet", SHA256: cas.DigestOf(release), Size: int64(len(release))}
+	if err := storeFile(ctx, o, b, byURL); err != nil || !e.store.Has(byURL.SHA256) {
+		t.Errorf("by URL: %v, stored %v", err, e.store.Has(byURL.SHA256))
+	}
+	wrong := byURL
+	wrong.SHA256 = cas.DigestOf([]byte("another kubelet"))
+	if err := storeFile(ctx, o, b, wrong); err == nil || e.store.Has(wrong.SHA256) {
+		t.Errorf("by URL, another sha256: %v", err)
+	}
+	local := []byte("a kubeadm beside the bundle")
+	if err := os.WriteFile(filepath.Join(e.dir, "kubeadm"), local, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	beside := bundle.LockedFile{Name: "kubeadm", Source: bundle.SourceLocal, Path: "kubeadm", SHA256: cas.DigestOf(local)}
+	if err := storeFile(ctx, o, b, beside); err != nil || !e.store.Has(beside.SHA256) {
+		t.Errorf("beside the bundle: %v", err)
+	}
+	changed := beside
+	changed.Name, changed.Path, changed.SHA256 = "kubectl", "kubeadm", cas.DigestOf([]byte("locked kubectl"))
+	if err := storeFile(ctx, o, b, changed); err == nil || !strings.Contains(err.Error(), "changed since it was locked") {
+		t.Errorf("a changed file beside the bundle: %v", err)
+	}
+	gone := bundle.LockedFile{Name: "kubectl", Source: bundle.SourceToolchain, SHA256: cas.DigestOf([]byte("never built"))}
+	if err := storeFile(ctx, o, b, gone); err == nil || !strings.Contains(err.Error(), "run mkusb toolchain") {
+		t.Errorf("a toolchain binary the cache lacks: %v", err)
 	}
 }
