@@ -143,6 +143,10 @@ type node0 struct {
 	hostIP string
 	// logPath is firstboot run's log.
 	logPath string
+	// iso is the stick firstboot runs from; site is the site it was
+	// given, less its hosts (see siteWith).
+	iso  string
+	site vsite.SiteConfig
 }
 
 const (
@@ -155,8 +159,9 @@ const (
 
 // provisionNode0 brings node0's site up until node-0 is provisioned, and
 // checks its boot as its console and firstboot status show it. Its
-// context ends after budget.
-func provisionNode0(t *testing.T, budget time.Duration) (*node0, context.Context) {
+// context ends after budget. The virtual site has the more machines too,
+// powered off, which its site file does not name (day 2 adds them).
+func provisionNode0(t *testing.T, budget time.Duration, more ...vsite.Machine) (*node0, context.Context) {
 	t.Helper()
 	tc := toolchainDir(t)
 	iso := buildStickISO(t)
@@ -168,18 +173,18 @@ func provisionNode0(t *testing.T, budget time.Duration) (*node0, context.Context
 	m := vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:07:20", BMC: vsite.BMCRedfish, BMCPort: 8443,
 		BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6), Firmware: vsite.FirmwareUEFI,
 		CPUs: controlPlaneCPUs, ClockAhead: hostClockAhead}
-	vs := startSite(t, ctx, []vsite.Machine{m})
-	sitePath := writeSite(t, vs, vsite.SiteConfig{
+	vs := startSite(t, ctx, append([]vsite.Machine{m}, more...))
+	n := &node0{h: h, vs: vs, machine: m, kubectl: filepath.Join(tc, "bin", "kubectl"), iso: iso, site: vsite.SiteConfig{
 		Cluster:         node0Cluster,
 		Image:           vsite.SiteImage{Bundled: "debian-13-compute"},
-		Hosts:           []vsite.SiteHost{{Machine: "node-0"}}, // no network data: DHCP
 		ControlPlaneVIP: node0VIP,
-	})
+	}}
+	sitePath := n.siteWith(t, vsite.SiteHost{Machine: "node-0"}) // no network data: DHCP
 	attacked := startAttacker(t, ctx, vs, "node-0", m.MAC)
 	took, logPath := h.runSite(iso, sitePath)
 	t.Logf("firstboot run, to node-0 provisioned: %s", took)
 	attacked()
-	n := &node0{h: h, vs: vs, machine: m, kubectl: filepath.Join(tc, "bin", "kubectl"), logPath: logPath}
+	n.logPath = logPath
 	n.hostIP = inspectedAddress(t, ctx, n.kubectl, "node-0", m.MAC)
 	t.Logf("node-0's address from DHCP, as inspection saw it: %s", n.hostIP)
 	if console, err := vs.Console("node-0"); err != nil {
@@ -199,6 +204,15 @@ func provisionNode0(t *testing.T, budget time.Duration) (*node0, context.Context
 		t.Errorf("status shows the hosts as %+v, want node-0 provisioned by redfish, UEFI/ipxe", rep.Hosts)
 	}
 	return n, ctx
+}
+
+// siteWith writes node0's site with these hosts, in a folder of its own
+// with the BMC CA beside it (writeSiteBeside), and returns its path.
+func (n *node0) siteWith(t *testing.T, hosts ...vsite.SiteHost) string {
+	t.Helper()
+	c := n.site
+	c.Hosts = hosts
+	return writeSiteBeside(t, n.vs, c)
 }
 
 func (n *node0) provisioning(ctx context.Context) (*bpa.Provisioning, error) {
@@ -555,6 +569,17 @@ type appHost struct{ name, ip string }
 // kubelet's.
 func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster, data string, hosts []appHost) *bpa.Provisioning {
 	t.Helper()
+	return waitProvisioning(t, ctx, kubectl, cluster, data, hosts, "the application cluster Ready", func(p *bpa.Provisioning) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, bpacontroller.ConditionClusterReady)
+		return c != nil && c.Status == "True"
+	})
+}
+
+// waitProvisioning waits (50 minutes at most) until the Provisioning is
+// done, as waitClusterReady waits for ClusterReady, and shows the same
+// when it gives up.
+func waitProvisioning(t *testing.T, ctx context.Context, kubectl, cluster, data string, hosts []appHost, what string, done func(*bpa.Provisioning) bool) *bpa.Provisioning {
+	t.Helper()
 	var p *bpa.Provisioning
 	load := map[string]*loadSamples{}
 	var lastSample time.Time
@@ -566,7 +591,7 @@ func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster, data 
 		}
 		return b.String()
 	}
-	waitForThen(t, ctx, 50*time.Minute, "the application cluster Ready", func() (bool, string) {
+	waitForThen(t, ctx, 50*time.Minute, what, func() (bool, string) {
 		var err error
 		p, err = getProvisioning(ctx, kubectl, cluster)
 		if err != nil {
@@ -583,8 +608,7 @@ func waitClusterReady(t *testing.T, ctx context.Context, kubectl, cluster, data 
 				}
 			}
 		}
-		c := meta.FindStatusCondition(p.Status.Conditions, bpacontroller.ConditionClusterReady)
-		return c != nil && c.Status == "True", describe(p)
+		return done(p), describe(p)
 	}, logs)
 	for _, h := range hosts {
 		if l := load[h.name]; l != nil {
@@ -656,12 +680,13 @@ func hostView(data string, h appHost) string {
 }
 
 // phaseTable logs a host's phases, provisioned to Ready, and fails
-// unless each of connect, install, made (init or join) and ready ended.
-func phaseTable(t *testing.T, h bpa.HostStatus, made string) {
+// unless each of connect, install, made (init, or cleanup and join) and
+// ready ended.
+func phaseTable(t *testing.T, h bpa.HostStatus, made ...string) {
 	t.Helper()
 	var table strings.Builder
 	fmt.Fprintf(&table, "%s from provisioned to a Ready node (the Provisioning's phases):\n  %-8s %10s\n", h.Name, "PHASE", "TOOK")
-	for _, name := range []string{bpa.PhaseConnect, bpa.PhaseInstall, made, bpa.PhaseReady} {
+	for _, name := range slices.Concat([]string{bpa.PhaseConnect, bpa.PhaseInstall}, made, []string{bpa.PhaseReady}) {
 		ph := phase(h, name)
 		if ph == nil || ph.Finished == nil {
 			t.Errorf("%s: phase %s did not finish: %+v", h.Name, name, h.Phases)

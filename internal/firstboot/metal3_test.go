@@ -70,6 +70,26 @@ func startSite(t testing.TB, ctx context.Context, machines []vsite.Machine) *vsi
 // returns its path.
 func writeSite(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
 	t.Helper()
+	return writeSiteIn(t, vs, t.TempDir(), c)
+}
+
+// writeSiteBeside is writeSite with the BMC CA in a file beside the site
+// (bmc-ca.pem), as a stick's site names it: firstboot site apply keeps a
+// site with the files it names, and refuses one that names a file
+// outside its folder. Each call writes a folder of its own.
+func writeSiteBeside(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bmc-ca.pem"), vs.BMCCA(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.BMCCAFile = "bmc-ca.pem"
+	return writeSiteIn(t, vs, dir, c)
+}
+
+// writeSiteIn writes the site file of c into dir as site.yaml.
+func writeSiteIn(t testing.TB, vs *vsite.Site, dir string, c vsite.SiteConfig) string {
+	t.Helper()
 	if !c.DHCPStart.IsValid() {
 		c.DHCPStart, c.DHCPEnd = netip.MustParseAddr("172.22.0.10"), netip.MustParseAddr("172.22.0.40")
 	}
@@ -77,7 +97,7 @@ func writeSite(t testing.TB, vs *vsite.Site, c vsite.SiteConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "site.yaml")
+	p := filepath.Join(dir, "site.yaml")
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
