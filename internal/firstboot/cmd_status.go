@@ -83,6 +83,9 @@ func buildStatus(p paths) (status.Report, error) {
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
+	for _, h := range hosts {
+		r.Notes = append(r.Notes, site.Unserved(h.Name, "", h.Requires)...)
+	}
 	// kind mode keeps its cluster's kubeconfig on the data folder; the
 	// other modes have kubeadm's.
 	kubeconfig := adminConf

@@ -147,6 +147,9 @@ func init() {
 				masters := countMasters(s)
 				fmt.Fprintf(siteOut, "%s: valid: cluster %s, %d hosts (%d masters, %d workers)\n",
 					f.site, s.Cluster.Name, len(s.Hosts), masters, len(s.Hosts)-masters)
+				for _, n := range s.Notes() {
+					fmt.Fprintf(siteOut, "note: %s\n", n)
+				}
 				return nil
 			}
 		},
@@ -171,6 +174,9 @@ type Validation struct {
 	Masters  int              `json:"masters"`
 	Workers  int              `json:"workers"`
 	Problems []config.Problem `json:"problems,omitempty"`
+	// Notes are what a valid site asks that this stick cannot fully
+	// serve (site.Notes).
+	Notes []string `json:"notes,omitempty"`
 	// Error is a failure that is not a list of problems (an unreadable file).
 	Error string `json:"error,omitempty"`
 }
@@ -189,6 +195,7 @@ func writeValidation(path string, s *site.Site, err error) error {
 	default:
 		v.Cluster, v.Masters = s.Cluster.Name, countMasters(s)
 		v.Workers = len(s.Hosts) - v.Masters
+		v.Notes = s.Notes()
 	}
 	enc := json.NewEncoder(siteOut)
 	enc.SetIndent("", "  ")

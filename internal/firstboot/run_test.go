@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/pipeline"
 	"github.com/bootstick/bootstick/internal/registry"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sitestep"
 )
 
@@ -147,5 +149,41 @@ func TestHostRowShowsDriver(t *testing.T) {
 		if r := hostRow(c.h); r.BMCType != c.typ || r.BootMode != c.mode || r.BootInterface != c.bootIface || r.BMC != c.h.BMC {
 			t.Errorf("%s: row %+v, want %s %s/%s", c.h.Name, r, c.typ, c.mode, c.bootIface)
 		}
+	}
+}
+
+// TestStatusNotesUnservedDevices: status goes on saying what the site asks
+// that no device plugin on the stick serves, by host, from the hosts the
+// site step recorded.
+func TestStatusNotesUnservedDevices(t *testing.T) {
+	p := defaultPaths(t.TempDir())
+	if err := os.MkdirAll(p.State, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeline.SaveState(pipeline.StatePath(p.State), &pipeline.State{Version: pipeline.StateVersion}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sitestep.WriteHosts(p.hostsFile(), []sitestep.Host{{Name: "master-0", Role: "master"},
+		{Name: "worker-0", Role: "worker", Requires: []string{site.DeviceSRIOV, site.DeviceQAT}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := buildStatus(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\nnote: worker-0 requires SR-IOV: the BPA places it only on a host whose NIC offers SR-IOV virtual functions, but this stick carries no SR-IOV network device plugin",
+		"\nnote: worker-0 requires QAT: the BPA places it only on a host with an Intel QAT device, but this stick carries no QAT device plugin",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	if len(r.Notes) != 2 {
+		t.Errorf("status notes %q, want worker-0's two", r.Notes)
 	}
 }

@@ -122,6 +122,19 @@ func TestValidateAndRenderExample(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "valid: cluster site-a, 3 hosts (1 masters, 2 workers)") {
 		t.Fatalf("validate: code %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
+	// worker-0 requires SR-IOV and QAT: valid, and validate says plainly
+	// that no pod on this stick can request either.
+	for _, want := range []string{
+		"\nnote: worker-0 requires SR-IOV (hosts[1].requirements.sriov): the BPA places it only on a host whose NIC offers SR-IOV virtual functions, but this stick carries no SR-IOV network device plugin",
+		"\nnote: worker-0 requires QAT (hosts[1].requirements.qat): the BPA places it only on a host with an Intel QAT device, but this stick carries no QAT device plugin",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "note: ") != 2 {
+		t.Errorf("validate's output has other notes than worker-0's two:\n%s", out)
+	}
 	keys := t.TempDir()
 	code, out, errs = runCLI(t, "render", "--site", "../../examples/site.yaml", "--bundle", bundle, "--ssh-key-dir", keys)
 	if code != 0 || strings.Count(out, "kind: BareMetalHost") != 3 || strings.Count(out, "kind: Provisioning") != 1 {

@@ -57,6 +57,9 @@ type Host struct {
 	MAC  string `json:"mac"`
 	// BootMode is the site's (UEFI, legacy).
 	BootMode string `json:"bootMode,omitempty"`
+	// Requires are the devices its requirements ask for that no device
+	// plugin on the stick serves (site.Requirements.Devices).
+	Requires []string `json:"requires,omitempty"`
 	// LastErrorType and LastError are the operator's last error for the
 	// host, kept by Follow: the operator clears its message each time it
 	// tries again.
@@ -156,7 +159,10 @@ func Apply(ctx context.Context, c *kube.Client, o Options) ([]Host, *Pacer, erro
 	hosts := make([]Host, 0, len(s.Hosts))
 	for _, h := range s.Hosts {
 		hosts = append(hosts, Host{Name: h.Name, Role: string(h.Role), BMC: site.RedactUserinfo(h.BMC.Address), MAC: h.BootMACAddress,
-			BootMode: h.BootMode})
+			BootMode: h.BootMode, Requires: h.Requirements.Devices()})
+	}
+	for _, n := range s.Notes() {
+		log.Warn(n)
 	}
 	return hosts, p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/bootstick/bootstick/internal/kubetest"
 	"github.com/bootstick/bootstick/internal/render"
+	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/manifests"
 )
 
@@ -53,6 +55,10 @@ hosts:
 		if i%2 == 1 {
 			bmc = fmt.Sprintf("redfish://10.10.1.%d/redfish/v1/Systems/1", i+1)
 		}
+		devices := "" // host-2, a worker, requires SR-IOV and QAT
+		if i == 2 {
+			devices = ", sriov: true, qat: true"
+		}
 		fmt.Fprintf(&b, `- name: host-%d
   role: %s
   bmc:
@@ -60,8 +66,8 @@ hosts:
     credentials: {username: admin, password: %s}
   bootMACAddress: 52:54:00:00:02:%02x
   image: {url: "http://172.22.0.1:6180/images/os.qcow2", checksum: %s}
-  requirements: {cpu: 4, memory: 8Gi}
-`, i, role, bmc, pw, i, strings.Repeat("ab", 32))
+  requirements: {cpu: 4, memory: 8Gi%s}
+`, i, role, bmc, pw, i, strings.Repeat("ab", 32), devices)
 	}
 	p := filepath.Join(dir, "site.yaml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
@@ -90,6 +96,16 @@ func TestApplyTwiceAndWatch(t *testing.T) {
 	}
 	if len(hosts) != 3 || hosts[1].BMC != "redfish://10.10.1.2/redfish/v1/Systems/1" || hosts[2].MAC != "52:54:00:00:02:02" {
 		t.Fatalf("hosts = %+v", hosts)
+	}
+	// What no device plugin on the stick serves: kept for status, and
+	// said in the log.
+	if len(hosts[1].Requires) != 0 || !slices.Equal(hosts[2].Requires, []string{site.DeviceSRIOV, site.DeviceQAT}) {
+		t.Errorf("the hosts require %v and %v, want nothing and [sriov qat]", hosts[1].Requires, hosts[2].Requires)
+	}
+	for _, want := range []string{"host-2 requires SR-IOV (hosts[2].requirements.sriov): ", "host-2 requires QAT (hosts[2].requirements.qat): "} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q", want)
+		}
 	}
 	priv := filepath.Join(o.KeyDir, "id_ed25519")
 	fi, err := os.Stat(priv)

@@ -22,6 +22,9 @@ type Report struct {
 	LastError *ErrorReport `json:"lastError,omitempty"`
 	// Problems are other things found wrong, e.g. corrupted blobs.
 	Problems []string `json:"problems,omitempty"`
+	// Notes are what the site asks that this stick cannot fully serve
+	// (a host that requires SR-IOV or QAT).
+	Notes []string `json:"notes,omitempty"`
 	// Firewall says whether the provisioning network's firewall is in
 	// the kernel; empty before firstboot's firewall step loaded it.
 	Firewall string `json:"firewall,omitempty"`
@@ -244,6 +247,9 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "\nproblem: %s\n", p)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nnote: %s\n", n)
 	}
 	if r.Firewall != "" {
 		fmt.Fprintf(&b, "\nfirewall: %s\n", r.Firewall)
