@@ -53,7 +53,7 @@ func TestFilesParseInOrder(t *testing.T) {
 			kinds[obj.Kind]++
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 12 || kinds["Namespace"] != 4 { // metal3 apis v0.13.2: 11 CRDs, and the BPA's
+	if kinds["CustomResourceDefinition"] != 13 || kinds["Namespace"] != 4 { // metal3 apis v0.13.2: 11 CRDs, and the BPA's two
 		t.Fatalf("kinds = %v", kinds)
 	}
 }

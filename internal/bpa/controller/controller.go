@@ -89,6 +89,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if soon, err = r.giveUserData(ctx, &p, &st, bmhs.Items); err != nil {
 			return reconcile.Result{}, err
 		}
+		if err := r.syncKUDPackages(ctx, &p); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if !equality.Semantic.DeepEqual(st, p.Status) {
 		p.Status = st

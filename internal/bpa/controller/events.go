@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
 )
@@ -64,14 +65,20 @@ func redact(msg string) string {
 // BPA was doing (a phase's name, "Refuse", "Delete"). With no recorder
 // (a reconciler made by hand in a test) it records nothing.
 func (r *Reconciler) event(obj runtime.Object, warning bool, reason, action, msg string) {
-	if r.Recorder == nil {
+	recordEvent(r.Recorder, obj, warning, reason, action, msg)
+}
+
+// recordEvent records an Event on obj with rec, redacted; nothing with no
+// recorder.
+func recordEvent(rec events.EventRecorder, obj runtime.Object, warning bool, reason, action, msg string) {
+	if rec == nil {
 		return
 	}
 	typ := corev1.EventTypeNormal
 	if warning {
 		typ = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", redact(msg))
+	rec.Eventf(obj, nil, typ, reason, action, "%s", redact(msg))
 }
 
 // ref names p for an Event without reading fields a pass writes

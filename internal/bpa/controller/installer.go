@@ -326,12 +326,8 @@ func (x *run) setup(ctx context.Context) (bool, time.Duration, error) {
 		// The parser's message never quotes the key.
 		return false, 0, x.refuse(ctx, "BadSSHKey", fmt.Sprintf("Secret %s/%s: key %s is not an SSH private key", p.Namespace, SSHKeySecret, corev1.SSHAuthPrivateKey))
 	}
-	podSubnet := p.Spec.PodSubnet
-	if podSubnet == "" {
-		podSubnet = install.DefaultPodSubnet
-	}
-	x.cl = install.Cluster{Name: clusterName(p), PodSubnet: podSubnet, ServiceSubnet: cfg.ServiceSubnet, Plugins: pl, Schedulable: Schedulable(p.Spec),
-		VIP: p.Spec.ControlPlaneVIP}
+	x.cl = baseCluster(p, cfg)
+	x.cl.Plugins, x.cl.Schedulable = pl, Schedulable(p.Spec)
 	if m := x.firstMaster(); m != nil {
 		x.cl.FirstMaster = m.Name
 	}
@@ -628,16 +624,14 @@ func (x *run) initCluster(ctx context.Context, c install.Executor, h *bpa.HostSt
 	if err := x.storeKubeconfig(ctx, c); err != nil {
 		return err
 	}
-	for _, name := range cl.Plugins {
-		m, err := install.PluginManifest(x.cfg, cl, name)
-		if err != nil {
-			return err
-		}
-		if err := install.Apply(ctx, c, "KUD plugin "+name, m); err != nil {
-			return err
-		}
+	// The pod network, without which no node is Ready. The other KUD
+	// plugins are a ContainerPackages' (syncKUDPackages), installed once
+	// the cluster is.
+	m, err := install.PluginManifest(x.cfg, cl, install.PluginFlannel)
+	if err != nil {
+		return err
 	}
-	return nil
+	return install.Apply(ctx, c, "the pod network ("+install.PluginFlannel+")", m)
 }
 
 // observe waits until missing reports nothing missing: the phase's

@@ -106,6 +106,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := (&Reconciler{Installs: true}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the provisioning controller: %w", err)
 	}
+	if err := (&PackagesReconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the container packages controller: %w", err)
+	}
 	if o.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 			return fmt.Errorf("adding the health check: %w", err)

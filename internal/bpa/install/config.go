@@ -183,6 +183,11 @@ type Host struct {
 // PluginFlannel is the pod network.
 const PluginFlannel = "flannel"
 
+// PluginAfter are the plugins each plugin is installed after, when the
+// cluster gets those too (a ContainerPackages' order). The pod network,
+// which init installs, is before them all.
+var PluginAfter = map[string][]string{}
+
 // ParseConfig reads the ConfigMap's value and checks it.
 func ParseConfig(data string) (*Config, error) {
 	var c Config

@@ -2,7 +2,8 @@
 // provisioning agent (BPA), group bpa.akraino.org: which hosts make a
 // cluster's masters and workers, keyed by host name with their boot MAC
 // addresses and resource needs, as the original BPA CRD has them, plus a
-// status that tells each host's progress.
+// status that tells each host's progress; and the ContainerPackages kind:
+// the add-ons to install on that cluster.
 //
 // +kubebuilder:object:generate=true
 // +groupName=bpa.akraino.org
@@ -25,7 +26,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Provisioning{}, &ProvisioningList{})
+	s.AddKnownTypes(GroupVersion, &Provisioning{}, &ProvisioningList{}, &ContainerPackages{}, &ContainerPackagesList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
