@@ -42,6 +42,8 @@ var bpaGroups = []string{"system:serviceaccounts", "system:serviceaccounts:bpa-s
 //     from the ownerReference a BPA before this one set (the garbage
 //     collector, which this API server runs without, would have
 //     followed it);
+//   - a ContainerPackages gets its finalizer and a status waiting for
+//     the cluster, and goes when deleted (nothing was installed);
 //   - it cannot list or watch Secrets anywhere, nor read them outside
 //     its namespace.
 func TestRunsWithItsOwnRBAC(t *testing.T) {
@@ -140,6 +142,30 @@ func TestRunsWithItsOwnRBAC(t *testing.T) {
 		return reasons[ReasonPhaseStarted] && reasons[ReasonPhaseFailed], fmt.Sprint(reasons)
 	})
 
+	// Its ContainerPackages: a finalizer, and a status that waits for
+	// the cluster.
+	cp := &bpa.ContainerPackages{ObjectMeta: metav1.ObjectMeta{Name: "edge-packages", Namespace: ns},
+		Spec: bpa.ContainerPackagesSpec{Cluster: "edge", Packages: []string{install.PluginFlannel}}}
+	if err := c.Create(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	until("the ContainerPackages waiting for the cluster", func() (bool, string) {
+		var got bpa.ContainerPackages
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cp), &got); err != nil {
+			t.Fatal(err)
+		}
+		ok := controllerutil.ContainsFinalizer(&got, PackagesFinalizer) && len(got.Status.Packages) == 1 &&
+			got.Status.Packages[0].State == bpa.PackageWaiting && strings.HasPrefix(got.Status.Packages[0].Message, "cluster edge is not Ready: ")
+		return ok, fmt.Sprintf("%v %+v", got.Finalizers, got.Status.Packages)
+	})
+	if err := c.Delete(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	until("the ContainerPackages gone (nothing was installed)", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(cp), &bpa.ContainerPackages{})
+		return apierrors.IsNotFound(err), fmt.Sprint("err ", err)
+	})
+
 	// Deleted: the BPA lets it go, the kubeconfig stays and is released.
 	if err := c.Delete(ctx, p); err != nil {
 		t.Fatal(err)
@@ -182,6 +208,11 @@ func TestRunsWithItsOwnRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "metal3.io", Resource: "baremetalhosts", Name: "any"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "other", Verb: "patch", Group: "metal3.io", Resource: "baremetalhosts", Name: "any"}, false},
+		// ContainerPackages: the KUDPlugins' made, each one's finalizer
+		// and status; never deleted.
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "bpa.akraino.org", Resource: "containerpackages"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "bpa.akraino.org", Resource: "containerpackages", Subresource: "status"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "bpa.akraino.org", Resource: "containerpackages", Name: "any"}, false},
 	} {
 		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: bpaUser, Groups: bpaGroups, ResourceAttributes: &c.attr}}, metav1.CreateOptions{})
