@@ -156,7 +156,8 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "create", "secret", "generic", "at-rest", "--from-literal=v="+value).CombinedOutput(); err != nil {
 		t.Errorf("creating a Secret in the application cluster: %v\n%s", err, out)
 	}
-	raw := etcdctl(t, ctx, kubectl, appConfPath, "get", "/registry/secrets/default/at-rest")
+	app := &appCluster{ctx: ctx, kubectl: kubectl, appConf: appConfPath, etcdNode: "node-0"}
+	raw := app.etcdctl(t, "get", "/registry/secrets/default/at-rest")
 	if !bytes.Contains(raw, []byte("\nk8s:enc:secretbox:v1:bootstick-1:")) || bytes.Contains(raw, []byte(value)) {
 		t.Errorf("etcd holds the application cluster's Secret as %q, want secretbox ciphertext under key bootstick-1, without its value", command.Tail(string(raw), 3))
 	} else {
@@ -215,7 +216,7 @@ func TestAppClusterDHCPClock(t *testing.T) {
 	// again, and the worker removed, each applied with firstboot site
 	// apply; after each, the nodes and etcd's members are what the site
 	// says.
-	d := &day2{n: n, ctx: ctx, appConf: appConfPath, node1: node1}
+	d := &day2{appCluster: app, n: n, node1: node1}
 	for _, step := range []struct {
 		name string
 		run  func(*testing.T)

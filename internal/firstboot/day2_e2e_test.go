@@ -29,14 +29,28 @@ func node1Machine(t *testing.T) vsite.Machine {
 		BMCUser: "admin", BMCPassword: "bmc-" + randomHex(t, 6), Firmware: vsite.FirmwareUEFI}
 }
 
+// appCluster is an application cluster as its operator reaches it:
+// kubectl with the kubeconfig from its Secret.
+type appCluster struct {
+	ctx     context.Context
+	kubectl string // the toolchain's
+	appConf string // the cluster's admin kubeconfig
+	// etcdNode is the master whose etcd Pod etcdctl runs in.
+	etcdNode string
+}
+
+// run runs kubectl on the application cluster.
+func (a *appCluster) run(args ...string) ([]byte, error) {
+	return exec.CommandContext(a.ctx, a.kubectl, append([]string{"--kubeconfig", a.appConf}, args...)...).CombinedOutput()
+}
+
 // day2 is the operator's day 2 on node-0's cluster, through its own
 // commands: firstboot site apply and kubectl.
 type day2 struct {
-	n       *node0
-	ctx     context.Context
-	appConf string // the application cluster's kubeconfig, from its Secret
-	node1   vsite.Machine
-	ip1     string // node-1's address from DHCP
+	*appCluster
+	n     *node0
+	node1 vsite.Machine
+	ip1   string // node-1's address from DHCP
 }
 
 // siteApply runs firstboot site apply with the site at path, following
@@ -52,11 +66,6 @@ func (d *day2) siteApply(t *testing.T, path string) (string, time.Duration) {
 	}
 	t.Logf("firstboot site apply (%s):\n%s", took, command.Tail(string(out), 30))
 	return string(out), took
-}
-
-// kubectl runs kubectl on the application cluster.
-func (d *day2) kubectl(args ...string) ([]byte, error) {
-	return exec.CommandContext(d.ctx, d.n.kubectl, append([]string{"--kubeconfig", d.appConf}, args...)...).CombinedOutput()
 }
 
 // hosts are the application cluster's hosts the test looks into.
@@ -93,12 +102,12 @@ type nodeView struct {
 	controlPlane bool
 }
 
-// view reads the cluster (kubectl get nodes; etcdctl member list on
-// node-0's etcd) and logs both as the operator sees them.
-func (d *day2) view(t *testing.T, when string) clusterView {
+// view reads the cluster (kubectl get nodes; etcdctl member list) and
+// logs both as the operator sees them.
+func (a *appCluster) view(t *testing.T, when string) clusterView {
 	t.Helper()
-	wide, _ := d.kubectl("get", "nodes", "-o", "wide")
-	out, err := d.kubectl("get", "nodes", "-o", "json")
+	wide, _ := a.run("get", "nodes", "-o", "wide")
+	out, err := a.run("get", "nodes", "-o", "json")
 	if err != nil {
 		t.Fatalf("kubectl get nodes: %v\n%s", err, out)
 	}
@@ -125,7 +134,7 @@ func (d *day2) view(t *testing.T, when string) clusterView {
 		}
 		v.nodes[it.Metadata.Name] = nv
 	}
-	members := string(etcdctl(t, d.ctx, d.n.kubectl, d.appConf, "member", "list"))
+	members := string(a.etcdctl(t, "member", "list"))
 	for _, line := range strings.Split(strings.TrimSpace(members), "\n") {
 		if f := strings.Split(line, ", "); len(f) >= 3 {
 			v.members = append(v.members, f[2])
@@ -136,16 +145,16 @@ func (d *day2) view(t *testing.T, when string) clusterView {
 	return v
 }
 
-// etcdctl runs etcdctl in node-0's etcd Pod with the server's own
-// certificate, and returns its output. Its own deadlines (5 s) are short
-// for a control plane under TCG: it gets a minute, and a failed command
-// is tried again for 5 minutes.
-func etcdctl(t *testing.T, ctx context.Context, kubectl, appConf string, args ...string) []byte {
+// etcdctl runs etcdctl in the etcd Pod of a.etcdNode with the server's
+// own certificate, and returns its output. Its own deadlines (5 s) are
+// short for a control plane under TCG: it gets a minute, and a failed
+// command is tried again for 5 minutes.
+func (a *appCluster) etcdctl(t *testing.T, args ...string) []byte {
 	t.Helper()
 	var out []byte
-	waitFor(t, ctx, 5*time.Minute, "etcdctl "+strings.Join(args, " ")+" on the application cluster's etcd", func() (bool, string) {
+	waitFor(t, a.ctx, 5*time.Minute, "etcdctl "+strings.Join(args, " ")+" in etcd-"+a.etcdNode, func() (bool, string) {
 		var stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", appConf, "-n", "kube-system", "exec", "etcd-node-0", "--",
+		cmd := exec.CommandContext(a.ctx, a.kubectl, append([]string{"--kubeconfig", a.appConf, "-n", "kube-system", "exec", "etcd-" + a.etcdNode, "--",
 			"etcdctl", "--endpoints=https://127.0.0.1:2379", "--dial-timeout=30s", "--command-timeout=60s", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
 			"--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key"}, args...)...)
 		cmd.Stderr = &stderr
@@ -207,7 +216,7 @@ type spreadPod struct{ name, node, ip, phase string }
 
 // spreadPods are the Deployment spread's pods, by node ("" for none).
 func (d *day2) spreadPods() (map[string]spreadPod, error) {
-	out, err := d.kubectl("get", "pods", "-l", "app=spread", "-o",
+	out, err := d.run("get", "pods", "-l", "app=spread", "-o",
 		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP} {.status.phase}{"\n"}{end}`)
 	if err != nil {
 		return nil, fmt.Errorf("%v: %s", err, out)
@@ -237,7 +246,7 @@ func (d *day2) checkSpread(t *testing.T, when string) {
 		if from == "node-1" {
 			to = pods["node-0"]
 		}
-		out, err := d.kubectl("exec", pods[from].name, "--", "wget", "-q", "-T", "20", "-O", "-", "http://"+to.ip+":8080/etc/hostname")
+		out, err := d.run("exec", pods[from].name, "--", "wget", "-q", "-T", "20", "-O", "-", "http://"+to.ip+":8080/etc/hostname")
 		if err != nil || strings.TrimSpace(string(out)) != to.name {
 			t.Errorf("%s: the pod on %s read %q (%v) from the pod on %s (%s), want its name %s", when, from, out, err, to.node, to.ip, to.name)
 		} else {
@@ -306,7 +315,7 @@ func (d *day2) addHost(t *testing.T) {
 	phaseTable(t, h, bpa.PhaseJoin)
 	t.Logf("AddHost: site apply to node-1 a Ready node: %s", time.Since(start).Round(time.Second))
 	d.view(t, "AddHost").want(t, "AddHost", []string{"node-0"}, []string{"node-1"})
-	apply := exec.CommandContext(d.ctx, d.n.kubectl, "--kubeconfig", d.appConf, "apply", "-f", "-")
+	apply := exec.CommandContext(d.ctx, d.kubectl, "--kubeconfig", d.appConf, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(spreadManifest)
 	if out, err := apply.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply the Deployment spread: %v\n%s", err, out)
