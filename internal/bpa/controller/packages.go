@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,7 +150,7 @@ func (r *PackagesReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 // statusEqual compares two statuses but for their times.
 func statusEqual(a, b *bpa.ContainerPackagesStatus) bool {
-	strip := func(s *bpa.ContainerPackagesStatus) string {
+	strip := func(s *bpa.ContainerPackagesStatus) *bpa.ContainerPackagesStatus {
 		c := s.DeepCopy()
 		for i := range c.Packages {
 			c.Packages[i].LastTransitionTime = nil
@@ -157,9 +158,9 @@ func statusEqual(a, b *bpa.ContainerPackagesStatus) bool {
 		for i := range c.Conditions {
 			c.Conditions[i].LastTransitionTime = metav1.Time{}
 		}
-		return fmt.Sprintf("%+v", *c)
+		return c
 	}
-	return strip(a) == strip(b)
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 // packagesPass is one pass over a ContainerPackages.
@@ -210,9 +211,16 @@ func (x *packagesPass) event(warning bool, reason, action, msg string) {
 		Namespace: x.cp.Namespace, Name: x.cp.Name, UID: x.cp.UID}, warning, reason, action, msg)
 }
 
-// waitAll marks every named package as waiting for msg.
+// waitAll marks every named package as waiting for msg, but those
+// already applied or Ready, which stay as the last pass saw them (a cluster that
+// is not Ready for a while, a host of it provisioned again, does not
+// undo them).
 func (x *packagesPass) waitAll(named []string, msg string) {
 	for _, n := range named {
+		if prev := x.previous(n); prev.Applied || prev.State == bpa.PackageReady {
+			x.next[n] = prev
+			continue
+		}
 		x.set(n, bpa.PackageWaiting, x.previous(n).Version, msg)
 	}
 }
@@ -282,7 +290,9 @@ func (x *packagesPass) install(ctx context.Context, named []string) (time.Durati
 			x.dropFinalizer = true // no cluster to remove them from
 			return 0, nil
 		}
-		x.waitAll(named, fmt.Sprintf("no Provisioning %s in namespace %s", cp.Spec.Cluster, cp.Namespace))
+		msg := fmt.Sprintf("no Provisioning %s in namespace %s", cp.Spec.Cluster, cp.Namespace)
+		x.waitAll(named, msg)
+		x.holdRemovals(named, msg)
 		return time.Minute, nil // a Provisioning made later is watched too
 	}
 	if err != nil {
@@ -299,12 +309,20 @@ func (x *packagesPass) install(ctx context.Context, named []string) (time.Durati
 		return time.Minute, nil
 	}
 	var cm corev1.ConfigMap
-	if err := x.r.Client.Get(ctx, types.NamespacedName{Namespace: cp.Namespace, Name: install.ConfigMapName}, &cm); err != nil {
+	err = x.r.Client.Get(ctx, types.NamespacedName{Namespace: cp.Namespace, Name: install.ConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("no ConfigMap %s/%s, which says what the stick carries: firstboot's site step writes it", cp.Namespace, install.ConfigMapName)
+		x.waitAll(named, msg)
+		x.holdRemovals(named, msg)
+		return time.Minute, nil
+	}
+	if err != nil {
 		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", cp.Namespace, install.ConfigMapName, err)
 	}
 	cfg, err := install.ParseConfig(cm.Data[install.ConfigKey])
 	if err != nil {
 		x.waitAll(named, err.Error())
+		x.holdRemovals(named, err.Error())
 		return time.Minute, nil
 	}
 	secret := KubeconfigSecretName(clusterName(&p))
@@ -382,7 +400,7 @@ func (x *packagesPass) blockedBy(n string, order []string) string {
 func (x *packagesPass) holdRemovals(named []string, why string) {
 	for _, p := range x.cp.Status.Packages {
 		if p.Applied && !slices.Contains(named, p.Name) {
-			msg := "to be removed once " + why
+			msg := "to be removed, which cannot be yet: " + why
 			if x.cp.DeletionTimestamp != nil {
 				msg += fmt.Sprintf(". To leave it on the cluster and let this object go: kubectl -n %s patch containerpackages %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]'",
 					x.cp.Namespace, x.cp.Name)

@@ -215,6 +215,15 @@ func TestPackagesCRInstallsInOrderRefusesAndRemoves(t *testing.T) {
 	if !s.exists(ctx, &cm, "demo", "demo-net") {
 		t.Error("demo-net's ConfigMap was not applied")
 	}
+	// The cluster not Ready for a while (a host provisioned again): what
+	// is installed stays as it was.
+	s.clusterReady(ctx, metav1.ConditionFalse, "node-1 is Installing")
+	cp, _ = s.reconcile(ctx)
+	s.want(cp, "the cluster not Ready again",
+		"demo Ready v1.2.3: ", "demo-net Ready v0.9: ",
+		"flannel Ready v0.27.4: the cluster's pod network: the BPA installed it when it made the cluster",
+		"nope Waiting : cluster edge is not Ready: node-1 is Installing")
+	s.clusterReady(ctx, metav1.ConditionTrue, "every host is a Ready node")
 
 	// demo taken out: removed, its Namespace kept; demo-net stays.
 	cp.Spec.Packages = []string{"demo-net", "flannel"}
