@@ -78,7 +78,7 @@ bench: deps toolchain iso
 # Host mode's journeys one at a time, each with its own -timeout: the
 # application cluster's day 2 alone takes 2 to 3 hours under TCG.
 E2E_HOST := TestHostProvision TestHostProvisionTwo TestExampleSiteDHCPTwoNICClock TestAppClusterDHCPClock \
-            TestThreeMastersVIPFirstPoweredOff TestBMOFirmwarePathSafe
+            TestThreeMastersVIPFirstPoweredOff TestKubectlPathDHCP TestBMOFirmwarePathSafe
 
 e2e: deps toolchain
 	set -e; for j in $(E2E_HOST); do $(GOTEST) -tags e2e -v -timeout 200m -run "^$$j\$$" ./internal/firstboot/; done

@@ -49,6 +49,9 @@ type SiteConfig struct {
 	BMCCAFile string
 	// ControlPlaneVIP is the site's cluster.controlPlaneVIP ("" for none).
 	ControlPlaneVIP string
+	// DHCPHosts is the site's bootstrap.provisioning.dhcpHosts ("" for
+	// the default: the site's hosts only).
+	DHCPHosts string
 }
 
 // SiteFile is a site file for the machines: the bootstrap, a DHCP range
@@ -141,9 +144,14 @@ func (s *Site) SiteFile(c SiteConfig) ([]byte, error) {
 		}
 		bootstrap["bmcCAFile"] = ca
 	}
-	if p, ok := bootstrap["provisioning"].(map[string]any); ok && c.DHCPStart.IsValid() {
+	if p, ok := bootstrap["provisioning"].(map[string]any); ok && (c.DHCPStart.IsValid() || c.DHCPHosts != "") {
 		p = maps.Clone(p) // the caller's map stays as it was
-		p["dhcpRange"] = m{"start": c.DHCPStart.String(), "end": c.DHCPEnd.String()}
+		if c.DHCPStart.IsValid() {
+			p["dhcpRange"] = m{"start": c.DHCPStart.String(), "end": c.DHCPEnd.String()}
+		}
+		if c.DHCPHosts != "" {
+			p["dhcpHosts"] = c.DHCPHosts
+		}
 		bootstrap["provisioning"] = p
 	}
 	doc := m{
