@@ -391,10 +391,11 @@ var hostCNIPlugins = []string{"bandwidth", "bridge", "dhcp", "dummy", "firewall"
 // checkCNIPlugins: each reference CNI plugin on the host, run as a person
 // would to ask what it is (no CNI_COMMAND), names itself at the stick's
 // version; flannel's is beside them; the stick's zstd copies were
-// unpacked and are gone.
+// unpacked and are gone; the dhcp plugin's daemon listens on its socket.
 func checkCNIPlugins(t *testing.T, c *ssh.Client) {
 	t.Helper()
-	cmd := "for p in " + strings.Join(hostCNIPlugins, " ") + `; do /opt/cni/bin/$p 2>&1 | head -n 1; done; test -x /opt/cni/bin/flannel && echo flannel; ls /var/lib/bootstick/packages`
+	cmd := "for p in " + strings.Join(hostCNIPlugins, " ") + `; do /opt/cni/bin/$p 2>&1 | head -n 1; done; test -x /opt/cni/bin/flannel && echo flannel; ls /var/lib/bootstick/packages; ` +
+		`echo "dhcp daemon: $(systemctl is-enabled cni-dhcp.socket) $(systemctl is-active cni-dhcp.socket) $(stat -c %F /run/cni/dhcp.sock)"`
 	out, err := sshOutput(c, cmd)
 	if err != nil {
 		t.Errorf("node-0's CNI plugins: %v\n%s", err, out)
@@ -407,6 +408,10 @@ func checkCNIPlugins(t *testing.T, c *ssh.Client) {
 	}
 	if !strings.Contains(out, "\nflannel\n") || strings.Contains(out, ".zst") || !strings.Contains(out, "kubelet\n") {
 		t.Errorf("node-0: want flannel's plugin, kubelet unpacked and no zstd copy left:\n%s", out)
+	}
+	// The dhcp plugin's daemon listens, for networks with ipam: dhcp.
+	if !strings.HasSuffix(out, "\ndhcp daemon: enabled active socket") {
+		t.Errorf("node-0: want the dhcp plugin's daemon's socket enabled and listening:\n%s", out)
 	}
 	t.Logf("node-0's CNI plugins and packages:\n%s", out)
 }

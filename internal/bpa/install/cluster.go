@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -131,7 +132,8 @@ func InstallScript(c *Config, cl Cluster, n Target) (string, error) {
 	return render("install.sh", map[string]any{
 		"Dir": packagesDir, "PackagesURL": c.PackagesURL, "Debs": c.Debs, "Binaries": c.Binaries,
 		"ContainerdConfig": string(ctoml), "HostsTOML": hostsTOML, "CNIConfig": cni, "VRRP": vrrp, "Encryption": enc,
-		"Images": c.Images,
+		"Images":     c.Images,
+		"DHCPDaemon": slices.ContainsFunc(c.Binaries, func(b Binary) bool { return b.Name == cniPrefix+"dhcp" }),
 	})
 }
 

@@ -18,7 +18,7 @@ func testConfig() *Config {
 		Binaries: []Binary{{Name: "kubeadm", SHA256: strings.Repeat("b", 64), Zstd: strings.Repeat("9", 64)}, {Name: "kubelet", SHA256: strings.Repeat("c", 64)}, {Name: "kubectl", SHA256: strings.Repeat("d", 64)}, {Name: "flannel", SHA256: strings.Repeat("e", 64)},
 			{Name: "cni-bridge", SHA256: strings.Repeat("4", 64)}, {Name: "cni-host-local", SHA256: strings.Repeat("5", 64)},
 			{Name: "cni-portmap", SHA256: strings.Repeat("6", 64)}, {Name: "cni-loopback", SHA256: strings.Repeat("7", 64)},
-			{Name: "cni-macvlan", SHA256: strings.Repeat("8", 64)}},
+			{Name: "cni-macvlan", SHA256: strings.Repeat("8", 64)}, {Name: "cni-dhcp", SHA256: strings.Repeat("9", 64)}},
 		Registry: "http://172.22.0.1:5000", Mirrored: []string{"docker.io", "registry.k8s.io"},
 		PauseImage: "registry.k8s.io/pause:3.10.1",
 		Plugins:    map[string]Plugin{PluginFlannel: {Image: "docker.io/flannel/flannel:v0.27.4"}},
@@ -54,6 +54,9 @@ func TestScripts(t *testing.T) {
 		`"http://172.22.0.1:5000"`, "fetchz 'kubeadm' " + strings.Repeat("b", 64) + " " + strings.Repeat("9", 64), "fetch 'kubelet' " + strings.Repeat("c", 64), "fetch 'containerd_1.7.24~ds1-6+deb13u1_amd64.deb' " + strings.Repeat("a", 64),
 		"put \"$dir/\"'flannel' '/opt/cni/bin/flannel' 0755\n", "put \"$dir/\"'kubeadm' '/usr/bin/kubeadm' 0755\n",
 		"put \"$dir/\"'cni-bridge' '/opt/cni/bin/bridge' 0755\n", "put \"$dir/\"'cni-macvlan' '/opt/cni/bin/macvlan' 0755\n", `"type": "flannel"`, `sandbox_image = "registry.k8s.io/pause:3.10.1"`, "SystemdCgroup = true",
+		// The dhcp plugin's daemon, started by its socket.
+		"write /etc/systemd/system/cni-dhcp.socket <<'END'\n", "ListenStream=/run/cni/dhcp.sock\n", "ExecStart=/opt/cni/bin/dhcp daemon\n",
+		"systemctl enable --now cni-dhcp.socket",
 		// Every image by the lock's digest, then named by its tag.
 		"pull 'registry.k8s.io/kube-apiserver@sha256:" + strings.Repeat("2", 64) + "' 'registry.k8s.io/kube-apiserver:v1.34.4'\n",
 		"pull 'registry.k8s.io/pause@sha256:" + strings.Repeat("3", 64) + "' 'registry.k8s.io/pause:3.10.1'\n",
@@ -62,6 +65,12 @@ func TestScripts(t *testing.T) {
 		if !strings.Contains(inst, want) {
 			t.Errorf("install script lacks %q", want)
 		}
+	}
+	// A stick without the dhcp plugin starts no daemon for it.
+	noDHCP := testConfig()
+	noDHCP.Binaries = slices.DeleteFunc(noDHCP.Binaries, func(b Binary) bool { return b.Name == "cni-dhcp" })
+	if s, err := InstallScript(noDHCP, cl, Target{Name: "node-0", Address: "172.22.0.50", Master: true, EncryptionKey: testKey}); err != nil || strings.Contains(s, "cni-dhcp") {
+		t.Errorf("a stick without the dhcp plugin: the install script names cni-dhcp (%v)", err)
 	}
 	initS, err := InitScript(c, cl, "node-0", "172.22.0.50")
 	if err != nil {

@@ -51,7 +51,36 @@ write /etc/containerd/config.toml <<'END'
 {{if .CNIConfig}}write /etc/cni/net.d/10-flannel.conflist <<'END'
 {{.CNIConfig}}END
 {{end}}
-write /etc/systemd/system/kubelet.service <<'END'
+{{if .DHCPDaemon}}# The dhcp IPAM plugin's daemon, which holds a DHCP lease for each pod
+# interface whose network (a NetworkAttachmentDefinition) says ipam: dhcp:
+# started by its socket, where the plugin asks it.
+write /etc/systemd/system/cni-dhcp.socket <<'END'
+[Unit]
+Description=the CNI dhcp plugin's daemon: its socket
+PartOf=cni-dhcp.service
+
+[Socket]
+ListenStream=/run/cni/dhcp.sock
+SocketMode=0600
+RemoveOnStop=true
+
+[Install]
+WantedBy=sockets.target
+END
+write /etc/systemd/system/cni-dhcp.service <<'END'
+[Unit]
+Description=the CNI dhcp plugin's daemon: DHCP leases for pod interfaces
+Requires=cni-dhcp.socket
+After=network-online.target cni-dhcp.socket
+
+[Service]
+ExecStart=/opt/cni/bin/dhcp daemon
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+END
+{{end}}write /etc/systemd/system/kubelet.service <<'END'
 [Unit]
 Description=kubelet: the Kubernetes node agent
 Wants=network-online.target containerd.service
@@ -77,7 +106,8 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 END
 systemctl daemon-reload
 systemctl enable containerd kubelet >/dev/null 2>&1
-systemctl restart containerd
+{{if .DHCPDaemon}}systemctl enable --now cni-dhcp.socket >/dev/null 2>&1
+{{end}}systemctl restart containerd
 for i in $(seq 60); do [ -S /run/containerd/containerd.sock ] && break; sleep 1; done
 [ -S /run/containerd/containerd.sock ] || { echo "containerd did not start: see journalctl -u containerd" >&2; exit 4; }
 
