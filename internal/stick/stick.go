@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bootstick/bootstick/internal/stickkey"
 	"io"
 	"net/http"
 	"os"
@@ -48,7 +47,6 @@ import (
 	"github.com/bootstick/bootstick/internal/site"
 	"github.com/bootstick/bootstick/internal/sshkeys"
 	"github.com/bootstick/bootstick/internal/toolchain"
-	"github.com/bootstick/bootstick/internal/zstdblob"
 )
 
 // Options say what to build.
@@ -133,7 +131,6 @@ type BuildInfo struct {
 	Site            cas.Digest            `json:"site,omitempty"`
 }
 
-// Build runs the whole pipeline.
 // Needs are the programs and files a build runs: the toolchain's, the
 // live OS's (mmdebstrap, mksquashfs) and the boot loaders'.
 func Needs() []preflight.Need {
@@ -147,236 +144,6 @@ func Needs() []preflight.Need {
 		preflight.File(iso.DefaultLDLinux, "syslinux-common"),
 		preflight.File(iso.DefaultGrubEFIDir+"/linux.mod", "grub-efi-amd64-bin"),
 	)
-}
-
-func Build(ctx context.Context, o Options) (*Result, error) {
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	log := logctx.From(ctx)
-	res := &Result{Output: o.Output, LockFile: o.Lock}
-	spinners := map[string]string{
-		"completeness": "checking that the registry holds every image",
-		"layer":        "building the appliance layer",
-		"payload":      "staging /bundle (re-hashing what comes from the cache)",
-	}
-	step := func(name string, f func() error) error {
-		start := time.Now()
-		if label := spinners[name]; label != "" {
-			o.Progress.Start(label, -1)
-		}
-		err := f()
-		if spinners[name] != "" {
-			o.Progress.Done()
-		}
-		res.Steps = append(res.Steps, Step{name, time.Since(start)})
-		if err == nil {
-			log.Info("step done", "step", name, "took", time.Since(start).Round(10*time.Millisecond))
-		}
-		return err
-	}
-
-	// Check the tools and the output location first: a build that cannot
-	// finish should fail before it spends minutes.
-	if err := preflight.Check(Needs()...); err != nil {
-		return nil, err
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return nil, err
-	}
-	b, err := bundle.Load(o.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	if o.Debs == nil || o.FetchDebs == nil {
-		// The OS's and the compute nodes' packages come from the bundle's
-		// suite with its -updates and -security, read through an apt
-		// configuration of mkusb's own.
-		src, err := b.OS.Sources(o.Mirror)
-		if err != nil {
-			return nil, fmt.Errorf("bundle %s: os: %w", b.File, err)
-		}
-		apt := &debs.Apt{Sources: src, Dir: filepath.Join(o.Store.Root, "apt")}
-		if o.Debs == nil {
-			o.Debs = apt.Resolve
-		}
-		if o.FetchDebs == nil {
-			o.FetchDebs = apt.Fetch
-		}
-	}
-	prev, err := bundle.ReadLock(o.Lock)
-	if err != nil {
-		return nil, err
-	}
-	if o.Locked && prev == nil {
-		return nil, fmt.Errorf("--locked: there is no lock %s: build once without --locked to make it", o.Lock)
-	}
-
-	var tc *toolchain.Result
-	var lock *bundle.Lock
-	err = step("resolve", func() error {
-		r := bundle.Resolver{Debs: o.Debs, Mirror: o.Mirror, OSPackages: rootfs.DefaultPackages,
-			// The compute nodes' binaries travel compressed: kubeadm,
-			// kubelet and kubectl are a quarter of their size in zstd.
-			Compress: func(ctx context.Context, f bundle.LockedFile) (bundle.Compressed, error) {
-				if err := storeFile(ctx, o, b, f); err != nil {
-					return bundle.Compressed{}, err
-				}
-				c, err := zstdblob.Of(ctx, o.Store, f.SHA256)
-				return bundle.Compressed{SHA256: c.SHA256, Size: c.Size}, err
-			}}
-		if b.Kubernetes.FromToolchain() {
-			r.Toolchain = func(ctx context.Context, recipesFile string) (*toolchain.Manifest, error) {
-				var err error
-				tc, err = o.Toolchain(ctx, recipesFile)
-				if err != nil {
-					return nil, err
-				}
-				return &tc.Manifest, nil
-			}
-		}
-		if !o.Locked {
-			r.Download = func(ctx context.Context, url string) (cas.Digest, int64, error) {
-				f := &fetch.Fetcher{Store: o.Store, Progress: o.Progress, Client: o.HTTPClient}
-				rs, err := f.Fetch(ctx, []fetch.Item{{URL: url}})
-				if err != nil {
-					return "", 0, err
-				}
-				return rs[0].SHA256, rs[0].Size, nil
-			}
-			r.ImageDigest = func(ctx context.Context, ref string) (cas.Digest, error) {
-				return fetch.PullImage(ctx, o.Store, ref, "", o.RemoteOptions...)
-			}
-		}
-		var err error
-		lock, err = bundle.Resolve(ctx, b, prev, r)
-		if err != nil {
-			return err
-		}
-		if len(lock.Unresolved) > 0 {
-			return fmt.Errorf("the lock leaves %d entries unresolved:\n  %s", len(lock.Unresolved), strings.Join(lock.Unresolved, "\n  "))
-		}
-		var diff []string
-		if prev != nil {
-			diff = bundle.Diff(prev, lock)
-		}
-		if o.Locked && len(diff) > 0 {
-			return fmt.Errorf("--locked: the bundle no longer matches %s:\n  %s\nbuild without --locked to update the lock", o.Lock, strings.Join(diff, "\n  "))
-		}
-		if prev == nil || len(diff) > 0 {
-			res.LockChanged = true
-			if err := bundle.WriteLock(o.Lock, lock); err != nil {
-				return err
-			}
-			log.Info("lock written", "file", o.Lock, "changes", len(diff))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	res.Lock = lock
-	for _, m := range lock.LeftOut {
-		log.Warn("manifest left out: the bundle's registry lacks its images (manifests.ifImagesPresent)",
-			"manifest", m.Name, "missing", strings.Join(m.Missing, ", "))
-	}
-
-	unlock, err := o.Store.Lock(true)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	// Work folders of a build that was killed (ours are removed on return).
-	if err := o.Store.Clean(); err != nil {
-		return nil, err
-	}
-
-	if err := step("fetch", func() error { return fetchAll(ctx, o, b, lock) }); err != nil {
-		return nil, err
-	}
-
-	// The site, validated against the bundle's OS images and plugins.
-	var st *site.Site
-	var siteFiles []string
-	siteImages := lock.BundledImages()
-	if o.Site != "" {
-		if err := step("site", func() error {
-			var err error
-			st, siteFiles, err = loadSite(ctx, o.Site, o.AgeIdentity, o.AllowCleartext, siteImages, lock.PluginNames())
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
-
-	if err := step("completeness", func() error {
-		return checkComplete(ctx, o, b, lock, st, siteImages)
-	}); err != nil {
-		return nil, err
-	}
-
-	var osr OSResult
-	if err := step("os", func() error {
-		names := append([]string(nil), b.OS.Packages...)
-		warnMoved(ctx, o, lock)
-		// The locked versions, exactly: a newer one the mirrors serve now
-		// (a security update) changes nothing until the lock does.
-		var err error
-		osr, err = o.OS(ctx, OSRequest{Suite: lock.OS.Suite, Mirror: lock.OS.Mirror, SecurityMirror: lock.OS.SecurityMirror,
-			Packages: names, Locked: lock.OS.Packages,
-			Level: lock.OS.CompressionLevel, Epoch: o.Epoch, CacheDir: o.Store.Root, Progress: o.Progress})
-		if err != nil && len(lock.OS.Packages) > 0 && ctx.Err() == nil {
-			return fmt.Errorf("%w\nthe OS installs exactly the versions %s pins (os.packages): where apt could not find or install one, the mirrors no longer serve it; delete the lock (or its os.packages) to lock their current versions", err, o.Lock)
-		}
-		return err
-	}); err != nil {
-		return nil, err
-	}
-
-	var layerDigest cas.Digest
-	if err := step("layer", func() error {
-		var err error
-		layerDigest, err = buildLayer(ctx, o, lock)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-
-	work, err := o.Store.TempDir("stick-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(work)
-	tree := filepath.Join(work, "tree")
-	if err := step("payload", func() error {
-		return stageTree(ctx, o, b, lock, osr, layerDigest, tree, siteFiles, &res.Payload)
-	}); err != nil {
-		return nil, err
-	}
-
-	if err := step("iso", func() error {
-		o.Progress.Start("writing "+filepath.Base(o.Output), -1)
-		defer o.Progress.Done()
-		label := Label(b.Name)
-		boot, err := iso.StageBoot(ctx, iso.BootOptions{Tree: tree, Label: label, Epoch: o.Epoch, Title: "bootstick " + b.Name})
-		if err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if o.Site != "" {
-			mode = 0o600 // the site's credentials, CA and networks
-		}
-		// A dd'd stick keeps the data disk's key when the machine has
-		// no TPM (package stickkey): a blank slot after the ISO.
-		boot.Appended, boot.AppendedType = stickkey.Blank(), stickkey.PartitionType
-		return iso.Write(ctx, iso.Options{Tree: tree, Output: o.Output, Label: label, Epoch: o.Epoch, Boot: &boot, Mode: mode})
-	}); err != nil {
-		return nil, err
-	}
-	if fi, err := os.Stat(o.Output); err == nil {
-		res.Size = fi.Size()
-	}
-	return res, nil
 }
 
 // warnMoved warns when the mirrors now offer other versions of the OS
