@@ -175,17 +175,17 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		}
 		web := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "apply", "-f", "-")
 		web.Stdin = strings.NewReader(`apiVersion: apps/v1
-	kind: Deployment
-	metadata: {name: web, namespace: default}
-	spec:
-	  replicas: 2
-	  selector: {matchLabels: {app: web}}
-	  template:
-	    metadata: {labels: {app: web}}
-	    spec:
-	      containers:
-	      - {name: web, image: registry.bootstick.dev/toolbox:1.35.0, args: [httpd, -f, -p, "8080", -h, /]}
-	`)
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: registry.bootstick.dev/toolbox:1.35.0, args: [httpd, -f, -p, "8080", -h, /]}
+`)
 		if out, err := web.CombinedOutput(); err != nil {
 			t.Fatalf("kubectl apply the Deployment web: %v\n%s", err, out)
 		}
