@@ -40,6 +40,9 @@ const (
 	ReasonPackageFailed   = "PackageFailed"
 	ReasonPackageRemoved  = "PackageRemoved"
 	ConditionPackageReady = "Ready"
+	// ReasonKUDPluginsMapped is on the Provisioning whose KUDPlugins made
+	// a ContainerPackages.
+	ReasonKUDPluginsMapped = "KUDPluginsMapped"
 )
 
 // PackagesPoll is how often the BPA looks again at packages on their way
@@ -504,7 +507,7 @@ func (r *Reconciler) syncKUDPackages(ctx context.Context, p *bpa.Provisioning) e
 		if err := r.Client.Create(ctx, &cp); err != nil {
 			return fmt.Errorf("making container packages %s for the KUD plugins of provisioning %s: %w", name, p.Name, err)
 		}
-		r.event(ref(p), false, "KUDPluginsMapped", "Install", fmt.Sprintf("KUD plugins %s: ContainerPackages %s installs them once the cluster is Ready", strings.Join(want, ", "), name.Name))
+		r.event(ref(p), false, ReasonKUDPluginsMapped, "Install", fmt.Sprintf("KUD plugins %s: ContainerPackages %s installs them once the cluster is Ready", strings.Join(want, ", "), name.Name))
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading container packages %s: %w", name, err)
