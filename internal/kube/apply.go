@@ -66,16 +66,44 @@ func (c *Client) resource(u *unstructured.Unstructured) (dynamic.ResourceInterfa
 	return c.dyn.Resource(m.Resource), nil
 }
 
-func (c *Client) apply(ctx context.Context, u *unstructured.Unstructured) error {
-	what := u.GetKind() + " " + u.GetName()
+// Describe names an object as kubectl does: its kind, then
+// namespace/name.
+func Describe(u *unstructured.Unstructured) string {
 	if ns := u.GetNamespace(); ns != "" {
-		what = u.GetKind() + " " + ns + "/" + u.GetName()
+		return u.GetKind() + " " + ns + "/" + u.GetName()
 	}
+	return u.GetKind() + " " + u.GetName()
+}
+
+// Read reads the object u names, as the cluster has it (an error that
+// apierrors.IsNotFound knows when it has none).
+func (c *Client) Read(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ri, err := c.resource(u)
+	if err != nil {
+		return nil, err
+	}
+	return ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+}
+
+// DeleteObject deletes the object u names, leaving what it owns to the
+// garbage collector (a DaemonSet's pods). Its kind unknown to the cluster
+// is meta.IsNoMatchError's, its absence apierrors.IsNotFound's.
+func (c *Client) DeleteObject(ctx context.Context, u *unstructured.Unstructured) error {
+	ri, err := c.resource(u)
+	if err != nil {
+		return err
+	}
+	policy := metav1.DeletePropagationBackground
+	return ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &policy})
+}
+
+func (c *Client) apply(ctx context.Context, u *unstructured.Unstructured) error {
+	what := Describe(u)
 	ri, err := c.resource(u)
 	if err != nil {
 		return fmt.Errorf("applying %s: %w", what, err)
 	}
-	if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+	if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: c.manager(), Force: true}); err != nil {
 		// The API server names fields, never Secret values, in its errors.
 		return fmt.Errorf("applying %s: %w", what, err)
 	}

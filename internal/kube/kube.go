@@ -27,8 +27,19 @@ const FieldManager = "bootstick"
 type Client struct {
 	Config *rest.Config
 	CS     kubernetes.Interface
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	// Manager owns the fields the client applies; FieldManager when
+	// empty.
+	Manager string
+	dyn     dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+}
+
+// manager is who owns the fields c applies.
+func (c *Client) manager() string {
+	if c.Manager != "" {
+		return c.Manager
+	}
+	return FieldManager
 }
 
 // Load reads a kubeconfig file and connects to its cluster.

@@ -7,27 +7,19 @@ package addons
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
+
+	"github.com/bootstick/bootstick/internal/kube"
+	"github.com/bootstick/bootstick/internal/kubeyaml"
 )
 
 // LabelPackage marks every object of a package with the package's name.
@@ -80,19 +72,11 @@ func Order(names []string, after map[string][]string) ([]string, error) {
 // Objects are the objects of a package's manifest (YAML documents), each
 // labelled with the package's name.
 func Objects(pkg, manifest string) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("package %s: reading its manifest: %w", pkg, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: m}
+	objs, err := kubeyaml.Decode(strings.NewReader(manifest))
+	if err != nil {
+		return nil, fmt.Errorf("package %s: reading its manifest: %w", pkg, err)
+	}
+	for _, u := range objs {
 		if u.GetKind() == "" || u.GetName() == "" {
 			return nil, fmt.Errorf("package %s: an object of its manifest has no kind or name", pkg)
 		}
@@ -102,104 +86,29 @@ func Objects(pkg, manifest string) ([]*unstructured.Unstructured, error) {
 		}
 		labels[LabelPackage] = pkg
 		u.SetLabels(labels)
-		out = append(out, u)
 	}
+	return objs, nil
 }
 
 // Cluster is an application cluster's API, as the package installer uses
-// it.
-type Cluster struct {
-	dyn    dynamic.Interface
-	mapper meta.ResettableRESTMapper
-}
+// it: a kube.Client whose applied fields the BPA owns.
+type Cluster struct{ kc *kube.Client }
 
 // New connects to the cluster that cfg names.
 func New(cfg *rest.Config) (*Cluster, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+	kc, err := kube.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Cluster{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
-}
-
-// resource is where u lives in the API.
-func (c *Cluster) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := u.GroupVersionKind()
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		// A kind a package defines itself (its CRD applied just before):
-		// discovery is read again.
-		c.mapper.Reset()
-		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", describe(u), err)
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return c.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
-	}
-	return c.dyn.Resource(m.Resource), nil
-}
-
-// describe names an object as kubectl does: kind/namespace/name.
-func describe(u *unstructured.Unstructured) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return u.GetKind() + " " + ns + "/" + u.GetName()
-	}
-	return u.GetKind() + " " + u.GetName()
+	kc.Manager = FieldManager
+	return &Cluster{kc: kc}, nil
 }
 
 // Apply applies the objects in their order with server-side apply, taking
-// the fields the BPA owns from whoever changed them.
+// the fields the BPA owns from whoever changed them; objects of a kind a
+// package defines wait for its CRD to be served.
 func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured) error {
-	for _, u := range objs {
-		ri, err := c.resource(u)
-		if err != nil {
-			return fmt.Errorf("applying %w", err)
-		}
-		data, err := u.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("applying %s: %w", describe(u), err)
-		}
-		force := true
-		got, err := ri.Patch(ctx, u.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
-		if err != nil {
-			return fmt.Errorf("applying %s: %w", describe(u), err)
-		}
-		if u.GetKind() == "CustomResourceDefinition" {
-			// The objects after it may be of its kind.
-			if err := c.established(ctx, ri, got); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// CRDEstablishTimeout bounds the wait for a CRD the BPA applied to be
-// served (the API server takes well under a second).
-var CRDEstablishTimeout = time.Minute
-
-// established waits until the CRD got is served, and reads discovery
-// again.
-func (c *Cluster) established(ctx context.Context, ri dynamic.ResourceInterface, got *unstructured.Unstructured) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, CRDEstablishTimeout, true, func(ctx context.Context) (bool, error) {
-		if notReady(got) == "" {
-			return true, nil
-		}
-		var err error
-		got, err = ri.Get(ctx, got.GetName(), metav1.GetOptions{})
-		return false, err
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for %s to be established: %w", describe(got), err)
-	}
-	c.mapper.Reset()
-	return nil
+	return c.kc.Apply(ctx, objs)
 }
 
 // NotReady says, one line per object, what of objs the cluster does not
@@ -209,20 +118,16 @@ func (c *Cluster) established(ctx context.Context, ri dynamic.ResourceInterface,
 func (c *Cluster) NotReady(ctx context.Context, objs []*unstructured.Unstructured) ([]string, error) {
 	var out []string
 	for _, u := range objs {
-		ri, err := c.resource(u)
-		if err != nil {
-			return nil, fmt.Errorf("reading %w", err)
-		}
-		got, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			out = append(out, describe(u)+" is missing")
+		got, err := c.kc.Read(ctx, u)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			out = append(out, kube.Describe(u)+" is missing")
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", describe(u), err)
+			return nil, fmt.Errorf("reading %s: %w", kube.Describe(u), err)
 		}
 		if why := notReady(got); why != "" {
-			out = append(out, describe(u)+": "+why)
+			out = append(out, kube.Describe(u)+": "+why)
 		}
 	}
 	return out, nil
@@ -278,23 +183,14 @@ func (c *Cluster) Remove(ctx context.Context, objs []*unstructured.Unstructured)
 		if slices.Contains(Kept, u.GetKind()) {
 			continue
 		}
-		ri, err := c.resource(u)
-		if meta.IsNoMatchError(err) {
-			continue // its kind is gone with its CRD: so is it
+		err := c.kc.DeleteObject(ctx, u)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			continue // gone, or its kind went with its CRD and it with it
 		}
 		if err != nil {
-			return nil, fmt.Errorf("removing %w", err)
+			return nil, fmt.Errorf("removing %s: %w", kube.Describe(u), err)
 		}
-		// The garbage collector deletes what it owns (a DaemonSet's pods).
-		policy := metav1.DeletePropagationBackground
-		err = ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &policy})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("removing %s: %w", describe(u), err)
-		}
-		left = append(left, describe(u))
+		left = append(left, kube.Describe(u))
 	}
 	sort.Strings(left)
 	return left, nil
