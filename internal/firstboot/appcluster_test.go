@@ -157,17 +157,26 @@ const (
 	node0VIP = "172.22.0.100"
 )
 
+// startJourney is where each journey of host mode starts: the toolchain,
+// the stick built from this checkout, firstboot in host mode on this
+// machine, and a context that ends after budget.
+func startJourney(t *testing.T, budget time.Duration) (tc, iso string, h *hostRun, ctx context.Context) {
+	t.Helper()
+	tc = toolchainDir(t)
+	iso = buildStickISO(t)
+	h = newHostRun(t, tc)
+	ctx, cancel := testctx.New(t, budget)
+	t.Cleanup(cancel)
+	return tc, iso, h, ctx
+}
+
 // provisionNode0 brings node0's site up until node-0 is provisioned, and
 // checks its boot as its console and firstboot status show it. Its
 // context ends after budget. The virtual site has the more machines too,
 // powered off, which its site file does not name (day 2 adds them).
 func provisionNode0(t *testing.T, budget time.Duration, more ...vsite.Machine) (*node0, context.Context) {
 	t.Helper()
-	tc := toolchainDir(t)
-	iso := buildStickISO(t)
-	h := newHostRun(t, tc)
-	ctx, cancel := testctx.New(t, budget)
-	t.Cleanup(cancel)
+	tc, iso, h, ctx := startJourney(t, budget)
 	// Two vCPUs: a control plane on one emulated CPU (TCG, no KVM) ran at
 	// load 6 to 9, and etcd timed its requests out during kubeadm init.
 	m := vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:07:20", BMC: vsite.BMCRedfish, BMCPort: 8443,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
-	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -29,11 +28,7 @@ func TestKubectlPathDHCP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick and provisions QEMU machines (root, make toolchain)")
 	}
-	tc := toolchainDir(t)
-	iso := buildStickISO(t)
-	h := newHostRun(t, tc)
-	ctx, cancel := testctx.New(t, 150*time.Minute)
-	t.Cleanup(cancel)
+	tc, iso, h, ctx := startJourney(t, 150*time.Minute)
 	kubectl := filepath.Join(tc, "bin", "kubectl")
 	site0 := vsite.Machine{Name: "node-0", MAC: "52:54:00:b0:07:50", BMC: vsite.BMCRedfish, BMCPort: 8443, BMCUser: "admin",
 		BMCPassword: "bmc-" + randomHex(t, 6), Firmware: vsite.FirmwareUEFI, CPUs: controlPlaneCPUs}

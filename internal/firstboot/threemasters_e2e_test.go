@@ -11,7 +11,6 @@ import (
 	"time"
 
 	bpa "github.com/bootstick/bootstick/internal/bpa/v1alpha1"
-	"github.com/bootstick/bootstick/internal/testctx"
 	"github.com/bootstick/bootstick/internal/vsite"
 )
 
@@ -32,11 +31,7 @@ func TestThreeMastersVIPFirstPoweredOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the stick and makes a three-master cluster on QEMU machines (root, make toolchain)")
 	}
-	tc := toolchainDir(t)
-	iso := buildStickISO(t)
-	h := newHostRun(t, tc)
-	ctx, cancel := testctx.New(t, 190*time.Minute)
-	t.Cleanup(cancel)
+	tc, iso, h, ctx := startJourney(t, 190*time.Minute)
 	kubectl := filepath.Join(tc, "bin", "kubectl")
 	const cluster, vip = "edge", node0VIP
 	var machines []vsite.Machine
