@@ -169,7 +169,11 @@ func ownCluster(t *testing.T, ctx context.Context, run *Run, m *Machine) {
 			run.Errorf("firstboot status: step %s is %s, want done (the manifests step is)", st.Name, st.State)
 		}
 	}
-	for _, err := range m.CheckOwnCluster(ctx, 5*time.Minute) {
+	// On a slow day (CI, session 33: kubeadm init 395 s and the manifests
+	// step 532 s, against 303 s and 270 s a session before), the API
+	// server answered nothing for the first 5 minutes after it, while
+	// the kubelet unpacked Ironic's image.
+	for _, err := range m.CheckOwnCluster(ctx, 10*time.Minute) {
 		run.Errorf("%v", err)
 	}
 	checkAppliance(t, ctx, run, m)
