@@ -275,10 +275,10 @@ func (m *Machine) checkNodeAndPods(ctx context.Context, except ...string) (Snaps
 }
 
 // CheckOwnCluster waits up to within for the appliance's own cluster as
-// firstboot's manifests step leaves it: the node Ready, and every pod but
-// Ironic's and the baremetal-operator's (which the metal3 step starts,
-// with the site's provisioning settings) Running from images the stick's
-// registry served. It returns the problems of the last look.
+// firstboot's steps before metal3 leave it: the node Ready, and every pod
+// but Ironic's and the baremetal-operator's (which the metal3 step
+// starts, with the site's provisioning settings) Running from images the
+// stick's registry served. It returns the problems of the last look.
 func (m *Machine) CheckOwnCluster(ctx context.Context, within time.Duration) []error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()

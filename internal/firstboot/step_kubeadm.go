@@ -73,9 +73,32 @@ func kubeadmInitStep(n *node) pipeline.Step {
 			if err := startKubelet(ctx, n); err != nil {
 				return err
 			}
-			return runKubeadm(ctx, n, "init", flags, "--skip-phases=preflight,kubelet-start", "--skip-token-print")
+			if err := apiServerFirst(ctx, n, flags); err != nil {
+				return err
+			}
+			return runKubeadm(ctx, n, "init", flags, "--skip-phases="+kubeadm.InitSkipPhases, "--skip-token-print")
 		},
 	}
+}
+
+// apiServerFirst starts etcd and the API server alone, and waits until
+// the API server is ready (kubeadm.APIServerFirst says why).
+func apiServerFirst(ctx context.Context, n *node, flags string) error {
+	start := time.Now()
+	for _, phase := range kubeadm.APIServerFirst {
+		if err := runKubeadm(ctx, n, append(append([]string{"init", "phase"}, phase...), flags)...); err != nil {
+			return err
+		}
+	}
+	c, err := kube.Load(adminConf)
+	if err != nil {
+		return err
+	}
+	if err := c.WaitReady(ctx, n.opts.timeout); err != nil {
+		return fmt.Errorf("etcd and the API server, started before the rest of the control plane: %w", err)
+	}
+	logctx.From(ctx).Info("the API server is ready; kubeadm init starts the controller manager and the scheduler", "took", time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // resumedInitChecks are the preflight checks a resumed init fails on its

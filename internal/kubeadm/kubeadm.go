@@ -183,6 +183,30 @@ func WriteStallPatches(dir string) error {
 	return nil
 }
 
+// APIServerFirst are the `kubeadm init phase` runs, in order, that start
+// etcd and the API server alone; once the API server's /readyz answers,
+// `kubeadm init --skip-phases=InitSkipPhases` runs the rest (certificates
+// and kubeconfigs it finds made, the same two manifests written again,
+// which the kubelet leaves running, then the controller manager and the
+// scheduler). Both clusters start so.
+//
+// On a host short of CPU (a small edge box, a test VM without KVM) the
+// four static Pods kubeadm writes at once share it, and the API server
+// has one minute to finish its post-start hooks: the service IP repair
+// hook (start-service-ip-repair-controllers) fails the server after a
+// minute that Kubernetes hard-codes, and every restart starts over. The
+// controller manager and the scheduler spend that minute listing and
+// watching everything through it, and the application cluster's API
+// server crash-looped so under TCG (TestAppClusterDHCPClock, sessions 32
+// and 33). Started after /readyz, they take nothing from it.
+var APIServerFirst = [][]string{{"certs", "all"}, {"kubeconfig", "all"}, {"etcd", "local"}, {"control-plane", "apiserver"}}
+
+// InitSkipPhases are what the last `kubeadm init` skips: its preflight
+// checks (run first, as `kubeadm init phase preflight`, before anything
+// is written) and kubelet-start (run before the API server first, so that
+// the kubelet runs its static Pods).
+const InitSkipPhases = "preflight,kubelet-start"
+
 // LeaderElectionArgs are the flags that give kube-controller-manager and
 // kube-scheduler the leader election above.
 func LeaderElectionArgs() []Arg {

@@ -10,10 +10,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/bootstick/bootstick/internal/containerd"
 	"github.com/bootstick/bootstick/internal/kubeadm"
@@ -201,7 +203,16 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var first []string
+	for _, p := range kubeadm.APIServerFirst {
+		first = append(first, strings.Join(p, " "))
+	}
+	ready, err := time.ParseDuration(timeouts.ControlPlaneComponentHealthCheck)
+	if err != nil {
+		return "", err
+	}
 	return render("init.sh", map[string]any{"KubeadmConfig": string(cfg), "Patches": files,
+		"First": first, "Skip": kubeadm.InitSkipPhases, "Server": "https://" + net.JoinHostPort(address, "6443"), "ReadySeconds": int(ready.Seconds()),
 		"Once": map[string]string{"Mark": "kubeadm-init.done", "Conf": "/etc/kubernetes/admin.conf", "Done": "exists",
 			"Live": "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout=20s get --raw /readyz"}})
 }

@@ -47,20 +47,27 @@ func newScriptHost(t *testing.T) *scriptHost {
 	}
 	// KUBEADM_BLOCK: the call tells the test it began (started) and waits
 	// for the test's word (release) before it ends.
+	// A phase of init is logged as init/PHASE; the API server "runs"
+	// once the control-plane phase wrote its manifest.
 	fake := `#!/bin/sh
-echo "$1" >>` + h.calls + `
-if [ -n "${KUBEADM_BLOCK:-}" ] && [ "$1" != reset ]; then echo >` + h.started + `; read _ <` + h.release + `; fi
-case "$1" in
-init) mkdir -p /etc/kubernetes/manifests && touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/etcd.yaml ;;
-join) mkdir -p /etc/kubernetes && touch /etc/kubernetes/kubelet.conf ;;
-reset) rm -rf /etc/kubernetes ;;
+if [ "$1 $2" = "init phase" ]; then echo "init/$3" >>` + h.calls + `; else echo "$1" >>` + h.calls + `; fi
+if [ -n "${KUBEADM_BLOCK:-}" ] && [ "$1" != reset ] && [ "$2" != phase ]; then echo >` + h.started + `; read _ <` + h.release + `; fi
+case "$1 $2" in
+"init phase") [ "$3" = control-plane ] && mkdir -p /etc/kubernetes/manifests && touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/kube-apiserver.yaml ;;
+init*) mkdir -p /etc/kubernetes/manifests && touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/etcd.yaml ;;
+join*) mkdir -p /etc/kubernetes && touch /etc/kubernetes/kubelet.conf ;;
+reset*) rm -rf /etc/kubernetes ;;
 esac
+exit 0
 `
 	if err := os.WriteFile(filepath.Join(h.bin, "kubeadm"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// kubectl: the cluster answers while /etc/fake-api-answers exists.
-	if err := os.WriteFile(filepath.Join(h.bin, "kubectl"), []byte("#!/bin/sh\n[ -e /etc/fake-api-answers ]\n"), 0o755); err != nil {
+	// kubectl: the cluster answers while /etc/fake-api-answers exists; a
+	// call naming the node's own API server (--server), once init's
+	// control-plane phase wrote its manifest.
+	kubectl := "#!/bin/sh\ncase \"$*\" in *--server*) [ -e /etc/kubernetes/manifests/kube-apiserver.yaml ] ;; *) [ -e /etc/fake-api-answers ] ;; esac\n"
+	if err := os.WriteFile(filepath.Join(h.bin, "kubectl"), []byte(kubectl), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -117,9 +124,9 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 	for _, c := range []struct {
 		name, script, before, want, calls string
 	}{
-		{"init", initS, "", "created", "init"},
+		{"init", initS, "", "created", initCalls},
 		{"init again", initS, "", "exists", ""},
-		{"init cut short (admin.conf, no mark)", initS, "rm /etc/bootstick/kubeadm-init.done", "created", "reset init"},
+		{"init cut short (admin.conf, no mark)", initS, "rm /etc/bootstick/kubeadm-init.done", "created", "reset " + initCalls},
 		{"join", joinS, "rm -rf /etc/kubernetes /etc/bootstick", "joined", "join"},
 		{"join again", joinS, "", "joined", ""},
 		{"join cut short (kubelet.conf, no mark)", joinS, "rm /etc/bootstick/kubeadm-join.done", "joined", "reset join"},
@@ -128,7 +135,7 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 		{"a node joined before the marks", joinS, "rm -rf /etc/bootstick; touch /etc/fake-api-answers", "joined", ""},
 		{"kubelet.conf before the marks, no node answers", joinS, "rm -rf /etc/bootstick /etc/fake-api-answers", "joined", "reset join"},
 		{"a cluster made before the marks", initS, "rm -rf /etc/bootstick; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf /etc/fake-api-answers", "exists", ""},
-		{"admin.conf before the marks, no API answers", initS, "rm -rf /etc/bootstick /etc/kubernetes /etc/fake-api-answers; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "created", "reset init"},
+		{"admin.conf before the marks, no API answers", initS, "rm -rf /etc/bootstick /etc/kubernetes /etc/fake-api-answers; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "created", "reset " + initCalls},
 		// The host that made the cluster is never undone by a join.
 		{"a join on the first master", joinS, "rm -f /etc/bootstick/kubeadm-join.done", "joined", ""},
 	} {
@@ -194,13 +201,17 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 	if err := next.Wait(); err != nil || strings.TrimSpace(second.String()) != "exists" {
 		t.Errorf("the next try after a cut session: %v %q, want it to find the cluster the first made", err, second.String())
 	}
-	if got := h.takeCalls(); got != "init" {
-		t.Errorf("kubeadm ran %q over a cut session and a second try, want one init", got)
+	if got := h.takeCalls(); got != initCalls {
+		t.Errorf("kubeadm ran %q over a cut session and a second try, want one init (%s)", got, initCalls)
 	}
 	if _, err := os.Stat(filepath.Join(h.etc, "bootstick", "kubeadm-init.done")); err != nil {
 		t.Errorf("the run whose session was cut did not go on to its mark: %v", err)
 	}
 }
+
+// initCalls are init.sh's kubeadm calls: the preflight checks, etcd and
+// the API server alone, the kubelet, then the rest of init.
+const initCalls = "init/preflight init/certs init/kubeconfig init/etcd init/control-plane init/kubelet-start init"
 
 // waitingOnLock reports whether the script run pid (unshare, then bash)
 // has a flock child, waiting for the lock.

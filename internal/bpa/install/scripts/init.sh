@@ -15,11 +15,25 @@ if [ -e /etc/kubernetes/admin.conf ] || [ -e /etc/kubernetes/manifests/etcd.yaml
 fi
 {{template "kubeadm-patches" .Patches}}cat >/etc/bootstick/kubeadm.yaml <<'END'
 {{.KubeadmConfig}}END
-kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-token-print --skip-certificate-key-print >/var/log/bootstick-kubeadm-init.log 2>&1 || {
+# etcd and the API server start alone, and the rest of the control plane
+# once the API server is ready (kubeadm.APIServerFirst says why).
+failed() {
+	echo "$1" >&2
 	tail -n 8 /var/log/bootstick-kubeadm-init.log >&2
 	kubeadm reset --force >/dev/null 2>&1 || true
 	exit 5
 }
+: >/var/log/bootstick-kubeadm-init.log
+for phase in preflight{{range .First}} {{shq .}}{{end}} kubelet-start; do
+	# shellcheck disable=SC2086 # a phase is its words
+	kubeadm init phase $phase --config /etc/bootstick/kubeadm.yaml >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init phase $phase failed"
+done
+deadline=$(($(date +%s) + {{.ReadySeconds}}))
+until kubectl --kubeconfig /etc/kubernetes/admin.conf --server {{shq .Server}} --request-timeout=20s get --raw /readyz >/dev/null 2>&1; do
+	[ "$(date +%s)" -lt "$deadline" ] || failed "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s"
+	sleep 5
+done
+kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init failed"
 touch "$mark"
 sync
 echo created
