@@ -57,11 +57,13 @@ func rebootScenario(t *testing.T, ctx context.Context, s *Stick, run *Run, m1 *M
 // are written). The next power-on resumes kubeadm-init and finishes.
 // cutMoments are the moments of kubeadm init the power is cut at, each a
 // shell test run in the guest while the kubeadm-init step is running (in
-// kubeadm's order: certificates, kubeconfigs, static pods, waiting for the
-// control plane, then upload-config, bootstrap token and addons): during
-// the certificates (the CA written, no kubeconfig yet), once the static
-// pods are written and the API server does not answer yet, and once it
-// answers (kubeadm's last phases).
+// its order: certificates, kubeconfigs, etcd's and the API server's static
+// pods, waiting for the API server alone, then the rest of kubeadm init:
+// the other static pods, upload-config, bootstrap token and addons):
+// during the certificates (the CA written, no kubeconfig yet), once the
+// static pods are written and the API server does not answer yet, and
+// once it answers (while the step waits for it or kubeadm's last phases
+// run).
 var cutMoments = []struct{ name, test string }{
 	{"certificates", "test -e /etc/kubernetes/pki/ca.crt && ! test -e /etc/kubernetes/admin.conf"},
 	{"static-pods", "test -e /etc/kubernetes/manifests/kube-apiserver.yaml && ! curl -sk --max-time 2 https://127.0.0.1:6443/readyz | grep -qx ok"},

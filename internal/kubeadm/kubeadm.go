@@ -203,8 +203,9 @@ var APIServerFirst = [][]string{{"certs", "all"}, {"kubeconfig", "all"}, {"etcd"
 
 // InitSkipPhases are what the last `kubeadm init` skips: its preflight
 // checks (run first, as `kubeadm init phase preflight`, before anything
-// is written) and kubelet-start (run before the API server first, so that
-// the kubelet runs its static Pods).
+// is written) and kubelet-start (run on its own before that last init,
+// so that the kubelet runs the first static Pods: firstboot runs it
+// before APIServerFirst, the application cluster's init.sh after).
 const InitSkipPhases = "preflight,kubelet-start"
 
 // LeaderElectionArgs are the flags that give kube-controller-manager and

@@ -47,14 +47,16 @@ var (
 // the others go on. They are generous for hosts without KVM (TCG), where
 // a package install takes minutes and kubeadm's own timeouts, which the
 // scripts set to 20 minutes for the control plane (see timeouts in
-// package install), must run out before the BPA's; a join adds its wait
-// for a Ready node and a started etcd member. A cleanup's reads and
+// package install), must run out before the BPA's. An init pulls its
+// images, waits for its API server alone (up to those 20 minutes), then
+// for the rest of its control plane; a join adds its wait for a Ready
+// node and a started etcd member. A cleanup's reads and
 // deletes are short; a removal's drain is bounded by DrainTimeout, and
 // the removal as a whole by its own deadline.
 var PhaseDeadlines = map[string]time.Duration{
 	bpa.PhaseInstall: 20 * time.Minute,
 	bpa.PhaseCleanup: 5 * time.Minute,
-	bpa.PhaseInit:    25 * time.Minute,
+	bpa.PhaseInit:    45 * time.Minute,
 	bpa.PhaseJoin:    25 * time.Minute,
 	removal:          15 * time.Minute,
 }

@@ -47,15 +47,24 @@ func newScriptHost(t *testing.T) *scriptHost {
 	}
 	// KUBEADM_BLOCK: the call tells the test it began (started) and waits
 	// for the test's word (release) before it ends.
-	// A phase of init is logged as init/PHASE; the API server "runs"
-	// once the control-plane phase wrote its manifest.
+	// A phase of init is logged as init/PHASE[:SUBPHASE] and the last
+	// init with what it skips; each writes the files the real one does,
+	// and the API server "runs" once its manifest is written.
 	fake := `#!/bin/sh
-if [ "$1 $2" = "init phase" ]; then echo "init/$3" >>` + h.calls + `; else echo "$1" >>` + h.calls + `; fi
-if [ -n "${KUBEADM_BLOCK:-}" ] && [ "$1" != reset ] && [ "$2" != phase ]; then echo >` + h.started + `; read _ <` + h.release + `; fi
 case "$1 $2" in
-"init phase") [ "$3" = control-plane ] && mkdir -p /etc/kubernetes/manifests && touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/kube-apiserver.yaml ;;
-init*) mkdir -p /etc/kubernetes/manifests && touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/etcd.yaml ;;
-join*) mkdir -p /etc/kubernetes && touch /etc/kubernetes/kubelet.conf ;;
+"init phase") echo "init/$3${4:+:$4}" | sed 's/:--.*//' >>` + h.calls + ` ;;
+"init "*) echo "init$(printf ' %s' "$@" | grep -o ' --skip-phases=[^ ]*' | sed 's/ --skip-phases=/[skip /;s/$/]/')" >>` + h.calls + ` ;;
+*) echo "$1" >>` + h.calls + ` ;;
+esac
+if [ -n "${KUBEADM_BLOCK:-}" ] && [ "$1" != reset ] && [ "$2" != phase ]; then echo >` + h.started + `; read _ <` + h.release + `; fi
+mkdir -p /etc/kubernetes/manifests
+case "$1 $2 $3" in
+"init phase kubeconfig") touch /etc/kubernetes/admin.conf ;;
+"init phase etcd") touch /etc/kubernetes/manifests/etcd.yaml ;;
+"init phase control-plane") touch /etc/kubernetes/manifests/kube-apiserver.yaml ;;
+"init phase "*) ;;
+init*) touch /etc/kubernetes/admin.conf /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-apiserver.yaml ;;
+join*) touch /etc/kubernetes/kubelet.conf ;;
 reset*) rm -rf /etc/kubernetes ;;
 esac
 exit 0
@@ -211,7 +220,7 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 
 // initCalls are init.sh's kubeadm calls: the preflight checks, etcd and
 // the API server alone, the kubelet, then the rest of init.
-const initCalls = "init/preflight init/certs init/kubeconfig init/etcd init/control-plane init/kubelet-start init"
+const initCalls = "init/preflight init/certs:all init/kubeconfig:all init/etcd:local init/control-plane:apiserver init/kubelet-start init[skip preflight,kubelet-start]"
 
 // waitingOnLock reports whether the script run pid (unshare, then bash)
 // has a flock child, waiting for the lock.

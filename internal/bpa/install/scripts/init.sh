@@ -30,7 +30,10 @@ for phase in preflight{{range .First}} {{shq .}}{{end}} kubelet-start; do
 done
 deadline=$(($(date +%s) + {{.ReadySeconds}}))
 until kubectl --kubeconfig /etc/kubernetes/admin.conf --server {{shq .Server}} --request-timeout=20s get --raw /readyz >/dev/null 2>&1; do
-	[ "$(date +%s)" -lt "$deadline" ] || failed "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s"
+	[ "$(date +%s)" -lt "$deadline" ] || {
+		journalctl -u kubelet -n 8 --no-pager >>/var/log/bootstick-kubeadm-init.log 2>&1 || true
+		failed "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s (the kubelet's last lines follow kubeadm's)"
+	}
 	sleep 5
 done
 kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init failed"
