@@ -1,0 +1,106 @@
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Accel is how QEMU runs guest code.
+type Accel struct {
+	Name string   // "kvm" or "tcg"
+	Args []string // e.g. -accel tcg -cpu qemu64
+	Why  string   // why KVM was not used
+}
+
+var (
+	detectMu   sync.Mutex
+	detectMemo = map[string]Accel{}
+)
+
+// Detect returns KVM when /dev/kvm really runs firmware, else TCG. Some
+// hosts expose a /dev/kvm (e.g. a nested PVM module) that cannot run a BIOS:
+// the probe boots SeaBIOS with KVM and waits for it to report on its debug
+// port. The answer is kept for the life of the process.
+func Detect(binary string) Accel {
+	detectMu.Lock()
+	defer detectMu.Unlock()
+	if a, ok := detectMemo[binary]; ok {
+		return a
+	}
+	a := probe(binary)
+	detectMemo[binary] = a
+	return a
+}
+
+// tcg's CPU is qemu64 raised to x86-64-v2 with AES-NI, as every server of
+// the last decade is. The data disk is AES-XTS (dm-crypt): without AES-NI
+// the kernel runs its table-driven AES, emulated instruction by
+// instruction, and etcd's writes stall for minutes. AES-NI alone is a CPU
+// no one makes: OpenSSL then takes its AES-NI paths, which use SSSE3 too,
+// and dies of an illegal instruction (systemd-cryptenroll did).
+var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+aes,+pclmulqdq"}
+
+// pvmModule is where a kernel shows PVM (kvm_pvm: KVM without hardware
+// virtualisation, for nested guests). Its /dev/kvm runs SeaBIOS through
+// POST, so the probe below passes, but it stops a Linux kernel's
+// decompressor at its first BMI2 instruction ("KVM internal error.
+// Suberror: 1", an emulation failure; seen on a machine of this project's
+// with nested_pvm=1), and a guest booted with it waits for ever.
+var pvmModule = "/sys/module/kvm_pvm"
+
+func probe(binary string) Accel {
+	if os.Getenv("BOOTSTICK_QEMU_ACCEL") == "tcg" {
+		return Accel{Name: "tcg", Args: tcg, Why: "BOOTSTICK_QEMU_ACCEL=tcg"}
+	}
+	if _, err := os.Stat(pvmModule); err == nil {
+		return Accel{Name: "tcg", Args: tcg, Why: "/dev/kvm is PVM's (" + pvmModule + "), which cannot run a Linux kernel's decompressor"}
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: fmt.Sprintf("no usable /dev/kvm: %v", err)}
+	}
+	f.Close()
+	dir, err := os.MkdirTemp("", "bootstick-kvm-probe-*")
+	if err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	dbg := filepath.Join(dir, "debugcon.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "-nodefaults", "-display", "none", "-no-reboot",
+		"-accel", "kvm", "-cpu", "host", "-m", "64",
+		"-chardev", "file,id=dbg,path="+dbg, "-device", "isa-debugcon,iobase=0x402,chardev=dbg")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return Accel{Name: "tcg", Args: tcg, Why: err.Error()}
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			data, _ := os.ReadFile(dbg)
+			// SeaBIOS got through POST to looking for a boot device.
+			if strings.Contains(string(data), "No bootable device") || strings.Contains(string(data), "Booting from") {
+				_ = cmd.Process.Kill()
+				<-done
+				return Accel{Name: "kvm", Args: []string{"-accel", "kvm", "-cpu", "host"}}
+			}
+		case <-done:
+			return Accel{Name: "tcg", Args: tcg, Why: "KVM could not run SeaBIOS (the machine stopped)"}
+		case <-ctx.Done():
+			<-done
+			return Accel{Name: "tcg", Args: tcg, Why: "KVM could not run SeaBIOS within 10s"}
+		}
+	}
+}
