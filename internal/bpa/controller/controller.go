@@ -76,11 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, &bmhs, client.InNamespace(p.Namespace)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing baremetalhosts in %s: %w", p.Namespace, err)
 	}
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
-	}
-	st := Status(&p, bmhs.Items, metav1.NewTime(now().Truncate(time.Second)))
+	st := Status(&p, bmhs.Items, metav1.NewTime(r.clock()().Truncate(time.Second)))
 	// Hosts applied with kubectl get user data with a host key before
 	// they provision (userdata.go).
 	var soon time.Duration

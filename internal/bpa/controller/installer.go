@@ -322,9 +322,12 @@ func inCluster(h *bpa.HostStatus) bool {
 	return phaseDone(h, bpa.PhaseInit) || phaseDone(h, bpa.PhaseJoin)
 }
 
-func (r *Reconciler) clock() func() time.Time {
-	if r.Now != nil {
-		return r.Now
+func (r *Reconciler) clock() func() time.Time { return clockOr(r.Now) }
+
+// clockOr is a reconciler's clock: now, or time.Now when now is nil.
+func clockOr(now func() time.Time) func() time.Time {
+	if now != nil {
+		return now
 	}
 	return time.Now
 }

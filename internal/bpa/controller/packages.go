@@ -108,12 +108,7 @@ func (r *PackagesReconciler) packagesOf(ctx context.Context, o client.Object) []
 	return out
 }
 
-func (r *PackagesReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *PackagesReconciler) now() time.Time { return clockOr(r.Now)() }
 
 // Reconcile takes one ContainerPackages a step further and writes its
 // status when it changed.
