@@ -82,6 +82,12 @@ func TestAppClusterDHCPClock(t *testing.T) {
 			t.Errorf("%s's liveness probe fails after %q failures (%v), want %d", pod, got, err, kubeadm.StallFailureThreshold)
 		}
 	}
+	// ... and the kubelet asks the API server's /readyz every
+	// kubeadm.ReadinessPeriodSeconds, not every second.
+	if got, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "get", "pod", "kube-apiserver-node-0",
+		"-o", "jsonpath={.spec.containers[0].readinessProbe.periodSeconds}").CombinedOutput(); err != nil || string(got) != strconv.Itoa(kubeadm.ReadinessPeriodSeconds) {
+		t.Errorf("kube-apiserver-node-0's readiness probe runs every %q s (%v), want %d", got, err, kubeadm.ReadinessPeriodSeconds)
+	}
 	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
 		t.Errorf("node-0 is not Ready")
 	}

@@ -177,14 +177,20 @@ func TestHostMode(t *testing.T) {
 	// machine's CPU as the application cluster's do: the kubelet restarts
 	// them only after kubeadm.StallFailureThreshold failed liveness probes.
 	for _, c := range []string{"etcd", "kube-apiserver"} {
-		data, err := os.ReadFile(filepath.Join("/etc/kubernetes/manifests", c+".yaml"))
-		var pod corev1.Pod
-		if err == nil {
-			err = sigsyaml.Unmarshal(data, &pod)
-		}
+		pod, data, err := readStaticPod(c)
 		if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].LivenessProbe == nil ||
 			pod.Spec.Containers[0].LivenessProbe.FailureThreshold != kubeadm.StallFailureThreshold {
 			t.Errorf("%s's static Pod (%v) has no liveness probe that fails after %d failures:\n%s", c, err, kubeadm.StallFailureThreshold, data)
+		}
+	}
+	// The kubelet asks the API server's and the scheduler's /readyz every
+	// kubeadm.ReadinessPeriodSeconds, not every second: a TLS handshake
+	// each time, on a machine whose CPU may be short.
+	for _, c := range []string{"kube-apiserver", "kube-scheduler"} {
+		pod, data, err := readStaticPod(c)
+		if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil ||
+			pod.Spec.Containers[0].ReadinessProbe.PeriodSeconds != kubeadm.ReadinessPeriodSeconds {
+			t.Errorf("%s's static Pod (%v) has no readiness probe every %d s:\n%s", c, err, kubeadm.ReadinessPeriodSeconds, data)
 		}
 	}
 
@@ -328,4 +334,14 @@ func checkNothingLeft(t testing.TB, data string) {
 	if out, err := exec.Command("iptables-save").Output(); err == nil && strings.Contains(string(out), "KUBE-") {
 		t.Error("KUBE- iptables rules left after reset")
 	}
+}
+
+// readStaticPod reads kubeadm's static Pod for component c.
+func readStaticPod(c string) (corev1.Pod, []byte, error) {
+	var pod corev1.Pod
+	data, err := os.ReadFile(filepath.Join("/etc/kubernetes/manifests", c+".yaml"))
+	if err == nil {
+		err = sigsyaml.Unmarshal(data, &pod)
+	}
+	return pod, data, err
 }

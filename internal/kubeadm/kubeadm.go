@@ -87,16 +87,21 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// slowMachineTimeouts are the appliance's kubeadm waits. kubeadm's
-// defaults (4 minutes for the control plane to become healthy) are made
-// for ordinary servers; an appliance may boot on a slow or emulated
-// machine, where the first start of etcd and the API server takes longer.
-// Under QEMU's TCG it took over 4 minutes.
-var slowMachineTimeouts = Timeouts{
+// SlowMachineTimeouts are kubeadm's waits on both clusters. kubeadm's
+// defaults (4 minutes for the control plane to become healthy, 1 minute
+// of retries for an API call) are made for ordinary servers; a cluster may
+// start on a slow or emulated machine, where the first start of etcd and
+// the API server took over 4 minutes under QEMU's TCG, and the
+// application cluster's upload-config phase gave up after 2 minutes of
+// 10-second requests that its loaded API server did not answer
+// (TestAppClusterDHCPClock, session 34). The last two serve a join.
+var SlowMachineTimeouts = Timeouts{
 	ControlPlaneComponentHealthCheck: "20m0s",
-	KubeletHealthCheck:               "10m0s",
+	KubeletHealthCheck:               "20m0s",
 	KubernetesAPICall:                "5m0s",
 	EtcdAPICall:                      "5m0s",
+	TLSBootstrap:                     "20m0s",
+	Discovery:                        "10m0s",
 }
 
 // KeyAlgorithm is the cluster's keys' and certificates' algorithm. Every
@@ -158,15 +163,30 @@ const (
 // at once.
 const StallFailureThreshold = 30
 
+// ReadinessPeriodSeconds is how often the kubelet asks the API server's
+// and the scheduler's /readyz: every 10 s, where kubeadm asks every
+// second. Each probe is a new TLS connection, a handshake on both sides;
+// on a host short of CPU the kubelet was the largest CPU user of the
+// appliance under TCG (session 34's profile: 12 % TLS handshakes), and
+// the API server took its share of each. Nothing waits on these Pods'
+// Ready condition: firstboot and the BPA ask /readyz themselves, and
+// kubeadm its components' health endpoints.
+const ReadinessPeriodSeconds = 10
+
 // StallPatches are kubeadm's patches (file name → strategic merge patch,
-// for the folder Patches names) that give etcd's and the API server's
-// static Pods StallFailureThreshold.
+// for the folder Patches names) for a host whose CPU may be short: etcd's
+// and the API server's static Pods take StallFailureThreshold failed
+// liveness probes, and the API server's and the scheduler's readiness
+// probes run every ReadinessPeriodSeconds.
 func StallPatches() map[string]string {
-	out := map[string]string{}
-	for _, c := range []string{"etcd", "kube-apiserver"} {
-		out[c+"+strategic.yaml"] = fmt.Sprintf("spec:\n  containers:\n  - name: %s\n    livenessProbe:\n      failureThreshold: %d\n", c, StallFailureThreshold)
+	const container = "spec:\n  containers:\n  - name: %s\n"
+	liveness := fmt.Sprintf("    livenessProbe:\n      failureThreshold: %d\n", StallFailureThreshold)
+	readiness := fmt.Sprintf("    readinessProbe:\n      periodSeconds: %d\n", ReadinessPeriodSeconds)
+	return map[string]string{
+		"etcd+strategic.yaml":           fmt.Sprintf(container, "etcd") + liveness,
+		"kube-apiserver+strategic.yaml": fmt.Sprintf(container, "kube-apiserver") + liveness + readiness,
+		"kube-scheduler+strategic.yaml": fmt.Sprintf(container, "kube-scheduler") + readiness,
 	}
-	return out
 }
 
 // WriteStallPatches writes StallPatches into dir, for a configuration
@@ -235,7 +255,7 @@ func Render(c Config) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	ic := InitConfiguration{TypeMeta: TypeMeta{API, "InitConfiguration"}, Timeouts: slowMachineTimeouts,
+	ic := InitConfiguration{TypeMeta: TypeMeta{API, "InitConfiguration"}, Timeouts: SlowMachineTimeouts,
 		LocalAPIEndpoint: APIEndpoint{c.AdvertiseAddress, c.BindPort}}
 	if c.PatchesDir != "" {
 		ic.Patches = &Patches{Directory: c.PatchesDir}

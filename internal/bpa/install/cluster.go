@@ -161,16 +161,6 @@ func (cl Cluster) registration(name, address string) kubeadm.NodeRegistration {
 	return r
 }
 
-// timeouts are generous: a small host (or a test VM without KVM) needs
-// minutes to start the control plane.
-var timeouts = kubeadm.Timeouts{
-	ControlPlaneComponentHealthCheck: "20m0s",
-	KubeletHealthCheck:               "20m0s",
-	KubernetesAPICall:                "2m0s",
-	TLSBootstrap:                     "20m0s",
-	Discovery:                        "10m0s",
-}
-
 // PatchesDir holds kubeadm's patches on a host (kubeadm.StallPatches).
 const PatchesDir = "/etc/bootstick/kubeadm-patches"
 
@@ -193,7 +183,7 @@ func controlPlanePatches() (*kubeadm.Patches, patches) {
 func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	ic := kubeadm.InitConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "InitConfiguration"},
 		NodeRegistration: cl.registration(host, address), LocalAPIEndpoint: kubeadm.APIEndpoint{AdvertiseAddress: address, BindPort: 6443},
-		Timeouts: timeouts}
+		Timeouts: kubeadm.SlowMachineTimeouts}
 	var files patches
 	ic.Patches, files = controlPlanePatches()
 	cc := kubeadm.NewClusterConfiguration(cl.Name, c.KubernetesVersion, cl.APIHost()+":6443", EncryptionConfigPath)
@@ -207,7 +197,7 @@ func InitScript(c *Config, cl Cluster, host, address string) (string, error) {
 	for _, p := range kubeadm.APIServerFirst {
 		first = append(first, strings.Join(p, " "))
 	}
-	ready, err := time.ParseDuration(timeouts.ControlPlaneComponentHealthCheck)
+	ready, err := time.ParseDuration(kubeadm.SlowMachineTimeouts.ControlPlaneComponentHealthCheck)
 	if err != nil {
 		return "", err
 	}
@@ -228,7 +218,7 @@ type Join struct {
 // control plane.
 func JoinScript(cl Cluster, host, address string, master bool, j Join) (string, error) {
 	jc := kubeadm.JoinConfiguration{TypeMeta: kubeadm.TypeMeta{APIVersion: kubeadm.API, Kind: "JoinConfiguration"},
-		NodeRegistration: cl.registration(host, address), Timeouts: timeouts}
+		NodeRegistration: cl.registration(host, address), Timeouts: kubeadm.SlowMachineTimeouts}
 	var files patches
 	if master {
 		jc.Patches, files = controlPlanePatches()

@@ -81,7 +81,8 @@ func TestScripts(t *testing.T) {
 		"- name: election-timeout", `value: "5000"`, "controllerManager:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s",
 		"scheduler:\n  extraArgs:\n    - name: leader-elect-lease-duration\n      value: 2m17s",
 		"patches:\n  directory: /etc/bootstick/kubeadm-patches\n",
-		"cat >'/etc/bootstick/kubeadm-patches'/'kube-apiserver+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: kube-apiserver\n    livenessProbe:\n      failureThreshold: 30\nEND\n",
+		"cat >'/etc/bootstick/kubeadm-patches'/'kube-apiserver+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: kube-apiserver\n    livenessProbe:\n      failureThreshold: 30\n    readinessProbe:\n      periodSeconds: 10\nEND\n",
+		"cat >'/etc/bootstick/kubeadm-patches'/'kube-scheduler+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: kube-scheduler\n    readinessProbe:\n      periodSeconds: 10\nEND\n",
 		"cat >'/etc/bootstick/kubeadm-patches'/'etcd+strategic.yaml' <<'END'\nspec:\n  containers:\n  - name: etcd\n    livenessProbe:\n      failureThreshold: 30\nEND\n"} {
 		if !strings.Contains(initS, want) {
 			t.Errorf("init script lacks %q", want)

@@ -56,6 +56,12 @@ case "$1 $2" in
 "init "*) echo "init$(printf ' %s' "$@" | grep -o ' --skip-phases=[^ ]*' | sed 's/ --skip-phases=/[skip /;s/$/]/')" >>` + h.calls + ` ;;
 *) echo "$1" >>` + h.calls + ` ;;
 esac
+# /etc/fake-init-fails holds how many more of the last inits fail (an
+# API call that timed out), having done nothing.
+if [ "$1" = init ] && [ "$2" != phase ] && [ -s /etc/fake-init-fails ]; then
+	n=$(cat /etc/fake-init-fails); [ "$n" -gt 1 ] && echo $((n - 1)) >/etc/fake-init-fails || rm /etc/fake-init-fails
+	exit 1
+fi
 if [ -n "${KUBEADM_BLOCK:-}" ] && [ "$1" != reset ] && [ "$2" != phase ]; then echo >` + h.started + `; read _ <` + h.release + `; fi
 mkdir -p /etc/kubernetes/manifests
 case "$1 $2 $3" in
@@ -145,6 +151,9 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 		{"kubelet.conf before the marks, no node answers", joinS, "rm -rf /etc/bootstick /etc/fake-api-answers", "joined", "reset join"},
 		{"a cluster made before the marks", initS, "rm -rf /etc/bootstick; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf /etc/fake-api-answers", "exists", ""},
 		{"admin.conf before the marks, no API answers", initS, "rm -rf /etc/bootstick /etc/kubernetes /etc/fake-api-answers; mkdir -p /etc/kubernetes; touch /etc/kubernetes/admin.conf", "created", "reset " + initCalls},
+		// The last init failing once (a call its loaded API server did
+		// not answer in time) runs again on the same cluster.
+		{"the rest of init failing once", initS, "rm -rf /etc/kubernetes /etc/bootstick; echo 1 >/etc/fake-init-fails", "created", initCalls + " init[skip preflight,kubelet-start]"},
 		// The host that made the cluster is never undone by a join.
 		{"a join on the first master", joinS, "rm -f /etc/bootstick/kubeadm-join.done", "joined", ""},
 	} {
@@ -158,6 +167,20 @@ func TestKubeadmScriptsFinishOnTheirMark(t *testing.T) {
 		if got := h.takeCalls(); got != c.calls {
 			t.Errorf("%s: kubeadm ran %q, want %q", c.name, got, c.calls)
 		}
+	}
+
+	// Failing twice, it is undone and the script fails, naming it.
+	h.run("rm -rf /etc/kubernetes /etc/bootstick; echo 2 >/etc/fake-init-fails")
+	h.takeCalls()
+	var out bytes.Buffer
+	if err := h.cmd(initS, &out).Run(); err == nil || !strings.Contains(out.String(), "kubeadm init failed twice") {
+		t.Errorf("the rest of init failing twice: %v %q, want a failure that says so", err, out.String())
+	}
+	if got, want := h.takeCalls(), initCalls+" init[skip preflight,kubelet-start] reset"; got != want {
+		t.Errorf("the rest of init failing twice: kubeadm ran %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(h.etc, "kubernetes", "admin.conf")); err == nil {
+		t.Errorf("the rest of init failing twice left admin.conf: a half-made cluster not undone")
 	}
 
 	// A session cut during kubeadm init, and the BPA's next try.

@@ -28,15 +28,27 @@ for phase in preflight{{range .First}} {{shq .}}{{end}} kubelet-start; do
 	# shellcheck disable=SC2086 # a phase is its words
 	kubeadm init phase $phase --config /etc/bootstick/kubeadm.yaml >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init phase $phase failed"
 done
-deadline=$(($(date +%s) + {{.ReadySeconds}}))
-until kubectl --kubeconfig /etc/kubernetes/admin.conf --server {{shq .Server}} --request-timeout=20s get --raw /readyz >/dev/null 2>&1; do
-	[ "$(date +%s)" -lt "$deadline" ] || {
-		journalctl -u kubelet -n 8 --no-pager >>/var/log/bootstick-kubeadm-init.log 2>&1 || true
-		failed "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s (the kubelet's last lines follow kubeadm's)"
-	}
-	sleep 5
-done
-kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init failed"
+# ready waits for the API server's /readyz, or fails with $1.
+ready() {
+	deadline=$(($(date +%s) + {{.ReadySeconds}}))
+	until kubectl --kubeconfig /etc/kubernetes/admin.conf --server {{shq .Server}} --request-timeout=20s get --raw /readyz >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$deadline" ] || {
+			journalctl -u kubelet -n 8 --no-pager >>/var/log/bootstick-kubeadm-init.log 2>&1 || true
+			failed "$1 (the kubelet's last lines follow kubeadm's)"
+		}
+		sleep 5
+	done
+}
+ready "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s"
+# Every phase after kubelet-start creates or updates what it makes, and
+# the certificates, kubeconfigs and manifests it finds made it keeps: a
+# second run finishes what the first left (an API call that timed out on
+# a loaded host) on the same cluster, instead of undoing it.
+if ! kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1; then
+	echo "kubeadm init failed; running it again on the same cluster" >>/var/log/bootstick-kubeadm-init.log
+	ready "kubeadm init failed, and the API server was not ready within {{.ReadySeconds}} s after"
+	kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init failed twice"
+fi
 touch "$mark"
 sync
 echo created
