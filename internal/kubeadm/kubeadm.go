@@ -168,9 +168,11 @@ const StallFailureThreshold = 30
 // second. Each probe is a new TLS connection, a handshake on both sides;
 // on a host short of CPU the kubelet was the largest CPU user of the
 // appliance under TCG (session 34's profile: 12 % TLS handshakes), and
-// the API server took its share of each. Nothing waits on these Pods'
-// Ready condition: firstboot and the BPA ask /readyz themselves, and
-// kubeadm its components' health endpoints.
+// the API server took its share of each. kubeadm, firstboot and the BPA
+// wait on /readyz and the components' health endpoints themselves; the
+// Pods' Ready condition (firstboot's last step waits for every
+// kube-system Pod) shows up to 10 s later, and a failing server is out
+// of service after 30 s, not 3.
 const ReadinessPeriodSeconds = 10
 
 // StallPatches are kubeadm's patches (file name → strategic merge patch,

@@ -45,18 +45,19 @@ var (
 // PhaseDeadlines bound each host's long phases, each on its own: a host
 // that passes one has its job killed and is failed and retried, while
 // the others go on. They are generous for hosts without KVM (TCG), where
-// a package install takes minutes and kubeadm's own timeouts, which the
-// scripts set to 20 minutes for the control plane (see timeouts in
-// package install), must run out before the BPA's. An init pulls its
+// a package install takes minutes and kubeadm's own timeouts
+// (kubeadm.SlowMachineTimeouts: 20 minutes for the control plane, 5 for
+// an API call's retries) must run out before the BPA's. An init pulls its
 // images, waits for its API server alone (up to those 20 minutes), then
-// for the rest of its control plane; a join adds its wait for a Ready
-// node and a started etcd member. A cleanup's reads and
-// deletes are short; a removal's drain is bounded by DrainTimeout, and
-// the removal as a whole by its own deadline.
+// for the rest of its control plane, and runs that rest once more if it
+// failed; a join adds its wait for a Ready node and a started etcd
+// member. A cleanup's reads and deletes are short; a removal's drain is
+// bounded by DrainTimeout, and the removal as a whole by its own
+// deadline.
 var PhaseDeadlines = map[string]time.Duration{
 	bpa.PhaseInstall: 20 * time.Minute,
 	bpa.PhaseCleanup: 5 * time.Minute,
-	bpa.PhaseInit:    45 * time.Minute,
+	bpa.PhaseInit:    60 * time.Minute,
 	bpa.PhaseJoin:    25 * time.Minute,
 	removal:          15 * time.Minute,
 }

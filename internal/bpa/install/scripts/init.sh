@@ -40,10 +40,12 @@ ready() {
 	done
 }
 ready "the API server, started alone with etcd, was not ready within {{.ReadySeconds}} s"
-# Every phase after kubelet-start creates or updates what it makes, and
-# the certificates, kubeconfigs and manifests it finds made it keeps: a
-# second run finishes what the first left (an API call that timed out on
-# a loaded host) on the same cluster, instead of undoing it.
+# A second run of the rest keeps the certificates and kubeconfigs it
+# finds, writes the same manifests again (the kubelet leaves their Pods
+# running), and creates or updates what every later phase makes (one more
+# bootstrap token, unused, gone in 24 hours): it finishes what the first
+# left (an API call that timed out on a loaded host) on the same cluster,
+# instead of undoing it.
 if ! kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1; then
 	echo "kubeadm init failed; running it again on the same cluster" >>/var/log/bootstick-kubeadm-init.log
 	ready "kubeadm init failed, and the API server was not ready within {{.ReadySeconds}} s after"
