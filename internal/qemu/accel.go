@@ -45,21 +45,7 @@ func Detect(binary string) Accel {
 // instruction, and etcd's writes stall for minutes. AES-NI alone is a CPU
 // no one makes: OpenSSL then takes its AES-NI paths, which use SSSE3 too,
 // and dies of an illegal instruction (systemd-cryptenroll did).
-//
-// Its vendor is Intel (TCGVendor): qemu64 says AMD, and Linux trusts an
-// AMD CPU's TSC across sockets only when the CPU says it is invariant,
-// which QEMU's TCG cannot say. Every guest then read the clock from the
-// emulated HPET: each clock_gettime a system call and a trap into QEMU
-// under its global lock, 5.6 µs against 0.30 µs from the TSC (a million
-// Go time.Now calls in a 2-CPU guest on this machine), in guests whose Go
-// programs read the clock all the time. Linux trusts an Intel CPU's TSC
-// (its family sets constant_tsc), as it does on the servers it stands in
-// for, and checks it at boot as there.
-var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+aes,+pclmulqdq,vendor=" + TCGVendor}
-
-// TCGVendor is the CPU vendor of every machine under TCG (the appliance's
-// here, the site's in package vsite).
-const TCGVendor = "GenuineIntel"
+var tcg = []string{"-accel", "tcg,thread=multi", "-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+aes,+pclmulqdq"}
 
 // pvmModule is where a kernel shows PVM (kvm_pvm: KVM without hardware
 // virtualisation, for nested guests). Its /dev/kvm runs SeaBIOS through

@@ -98,9 +98,7 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 // from the template <nvram> names (Microsoft's keys: Secure Boot on). The
 // CPU is x86-64-v2 with AES-NI, as the appliance's is in package qemu:
 // under TCG, a control plane's TLS without AES-NI runs AES emulated
-// instruction by instruction. Its vendor is Intel, as the appliance's is
-// (qemu.TCGVendor says why: the guest's clock from the TSC, not the
-// emulated HPET).
+// instruction by instruction.
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
@@ -116,7 +114,7 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   {{- else}}
   <clock offset='utc'/>
   {{- end}}
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><vendor>Intel</vendor><feature policy='require' name='sse4.2'/><feature policy='require' name='sse4.1'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/><feature policy='require' name='aes'/><feature policy='require' name='pclmuldq'/></cpu>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='sse4.1'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/><feature policy='require' name='aes'/><feature policy='require' name='pclmuldq'/></cpu>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>{{x .Emulator}}</emulator>
