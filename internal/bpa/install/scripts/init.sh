@@ -46,10 +46,13 @@ ready "the API server, started alone with etcd, was not ready within {{.ReadySec
 # bootstrap token, unused, gone in 24 hours): it finishes what the first
 # left (an API call that timed out on a loaded host) on the same cluster,
 # instead of undoing it.
-if ! kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1; then
+rest() {
+	kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1
+}
+if ! rest; then
 	echo "kubeadm init failed; running it again on the same cluster" >>/var/log/bootstick-kubeadm-init.log
 	ready "kubeadm init failed, and the API server was not ready within {{.ReadySeconds}} s after"
-	kubeadm init --config /etc/bootstick/kubeadm.yaml --skip-phases={{.Skip}} --skip-token-print --skip-certificate-key-print >>/var/log/bootstick-kubeadm-init.log 2>&1 || failed "kubeadm init failed twice"
+	rest || failed "kubeadm init failed twice"
 fi
 touch "$mark"
 sync
