@@ -157,7 +157,7 @@ func Start(ctx context.Context, o Options) (*VM, error) {
 
 	args := []string{
 		"-name", "bootstick-test", "-nodefaults", "-display", "none", "-vga", "std",
-		"-m", strconv.Itoa(o.MemoryMiB), "-smp", strconv.Itoa(o.CPUs),
+		"-m", strconv.Itoa(o.MemoryMiB), "-smp", fmt.Sprintf("%d,sockets=1,cores=%[1]d,threads=1", o.CPUs),
 		"-serial", "file:" + vm.SerialLog,
 		"-qmp", "unix:" + vm.qmp + ",server=on,wait=off",
 	}

@@ -2,9 +2,12 @@ package vsite
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/qemu"
 )
 
 // render is the definition define writes for m, parsed.
@@ -305,6 +308,23 @@ func TestDomainXMLPOST(t *testing.T) {
 			if menu == nil || menu.attr("enable") != c.enable || menu.attr("timeout") != c.deadline {
 				t.Errorf("%s, POST %v: boot menu %+v, want enable %q timeout %q", fw, c.post, menu, c.enable, c.deadline)
 			}
+		}
+	}
+}
+
+// TestDomainXMLCPU: a machine's vCPUs are the cores of one socket, as a
+// one-socket server's are (with a socket each, Linux distrusts the TSC of
+// TCG's qemu64 and reads the emulated HPET), and TCG translates into the
+// appliance's cache size.
+func TestDomainXMLCPU(t *testing.T) {
+	for _, fw := range []string{FirmwareBIOS, FirmwareUEFI, FirmwareUEFISecureBoot} {
+		dom := render(t, Machine{Name: "c", MAC: "52:54:00:00:00:05", MemoryMiB: 256, CPUs: 3, Firmware: fw})
+		top := dom.child("cpu").child("topology")
+		if top == nil || top.attr("sockets") != "1" || top.attr("cores") != "3" || top.attr("threads") != "1" {
+			t.Errorf("%s: CPU topology %+v, want 3 cores in 1 socket", fw, top)
+		}
+		if got := dom.child("features").child("tcg").text("tb-cache"); got != strconv.Itoa(qemu.TBCacheMiB) {
+			t.Errorf("%s: TCG translation cache %q MiB, want %d", fw, got, qemu.TBCacheMiB)
 		}
 	}
 }

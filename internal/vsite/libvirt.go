@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/bootstick/bootstick/internal/qemu"
 )
 
 // libvirtd's configuration: QEMU runs as root with no confinement and no
@@ -98,7 +100,12 @@ func (s *Site) startLibvirt(ctx context.Context) error {
 // from the template <nvram> names (Microsoft's keys: Secure Boot on). The
 // CPU is x86-64-v2 with AES-NI, as the appliance's is in package qemu:
 // under TCG, a control plane's TLS without AES-NI runs AES emulated
-// instruction by instruction.
+// instruction by instruction. Its cores sit in one socket, as a
+// one-socket server's do: libvirt's default is a socket per vCPU, and
+// Linux trusts no TSC across the sockets of an AMD CPU without an
+// invariant TSC (TCG's qemu64), so every clock read went to the
+// emulated HPET. The translation cache is the appliance's (package
+// qemu's TBCacheMiB).
 var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x": xmlText}).Parse(`<domain type='qemu'>
   <name>{{x .Name}}</name>
   <memory unit='MiB'>{{.MemoryMiB}}</memory>
@@ -108,13 +115,13 @@ var domainXML = template.Must(template.New("domain").Funcs(template.FuncMap{"x":
   {{- else}}
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='network'/><boot dev='hd'/>{{template "post" .}}</os>
   {{- end}}
-  <features><acpi/><apic/>{{if .SecureBoot}}<smm state='on'/>{{end}}</features>
+  <features><acpi/><apic/>{{if .SecureBoot}}<smm state='on'/>{{end}}<tcg><tb-cache unit='MiB'>{{.TBCacheMiB}}</tb-cache></tcg></features>
   {{- if .ClockSeconds}}
   <clock offset='variable' adjustment='{{.ClockSeconds}}' basis='utc'/>
   {{- else}}
   <clock offset='utc'/>
   {{- end}}
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='sse4.1'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/><feature policy='require' name='aes'/><feature policy='require' name='pclmuldq'/></cpu>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model><feature policy='require' name='sse4.2'/><feature policy='require' name='sse4.1'/><feature policy='require' name='popcnt'/><feature policy='require' name='ssse3'/><feature policy='require' name='aes'/><feature policy='require' name='pclmuldq'/><topology sockets='1' dies='1' cores='{{.CPUs}}' threads='1'/></cpu>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>{{x .Emulator}}</emulator>
@@ -217,13 +224,15 @@ type domainVars struct {
 	ClockSeconds                   int64  // ClockAhead
 	POSTMillis                     int64  // POST: the boot menu's wait
 	CDTarget, CDBus                string // hdc on IDE (pc), sdb on SATA (q35)
+	TBCacheMiB                     int    // TCG's translation cache
 }
 
 // domainVarsOf is what domainXML needs for m, its files in Dir.
 func (s *Site) domainVarsOf(m Machine, emulator string) domainVars {
 	x := domainVars{Machine: m, Emulator: emulator, Disk: s.disk(m.Name), Bridge: bridge, Serial: s.SerialLog(m.Name),
 		UEFI: m.Firmware == FirmwareUEFI || m.Firmware == FirmwareUEFISecureBoot, SecureBoot: m.Firmware == FirmwareUEFISecureBoot,
-		CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second), POSTMillis: m.POST.Milliseconds()}
+		CDTarget: "hdc", CDBus: "ide", ClockSeconds: int64(m.ClockAhead / time.Second), POSTMillis: m.POST.Milliseconds(),
+		TBCacheMiB: qemu.TBCacheMiB}
 	if x.UEFI {
 		x.Loader, x.NVRAMTemplate, x.NVRAM, x.CDTarget, x.CDBus = ovmfCode, ovmfVars, filepath.Join(s.opts.Dir, m.Name+".OVMF_VARS.fd"), "sdb", "sata"
 	}
