@@ -24,8 +24,10 @@ all: build
 
 build: $(MKUSB) $(FIRSTBOOT)
 
+# .ci/go-build counts the packages a first build compiles (minutes on a
+# fresh machine), and is silent on a warm one.
 bin/%: FORCE
-	$(GO) build -ldflags "-X github.com/bootstick/bootstick/internal/cli.Version=$(VERSION)" -o $@ ./cmd/$*
+	@GO=$(GO) bash .ci/go-build $@ ./cmd/$* -ldflags "-X github.com/bootstick/bootstick/internal/cli.Version=$(VERSION)"
 
 # The Debian packages the build and the tests use: installs what is missing
 # (as root), names every missing package at once, silent when all are there.
