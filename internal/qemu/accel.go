@@ -46,19 +46,21 @@ func Detect(binary string) Accel {
 // no one makes: OpenSSL then takes its AES-NI paths, which use SSSE3 too,
 // and dies of an illegal instruction (systemd-cryptenroll did).
 //
-// Its translation cache is TBCacheMiB, not QEMU's 1 GiB.
+// Its translation cache is TBCacheMiB, twice QEMU's default.
 var tcg = []string{"-accel", fmt.Sprintf("tcg,thread=multi,tb-size=%d", TBCacheMiB), "-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+aes,+pclmulqdq"}
 
 // TBCacheMiB is the size of a TCG guest's translation cache: the host
 // code QEMU translates the guest's into. A guest running etcd, the API
 // server, the controller manager and the scheduler filled 621 MB of
 // QEMU's default 1 GiB (its "info jit", a 2-vCPU guest on this project's
-// machines; the code grows 17.6 times in translation). A whole node adds
-// the kubelet, containerd, CoreDNS, flannel and kube-proxy, and when the
-// cache is full QEMU throws all of it away and translates every hot
-// path again. The cache is mapped, not reserved: a guest takes only the
-// host memory its code needs.
-const TBCacheMiB = 3072
+// machines; the code grows 17.6 times in translation). The cache also
+// fills with translations of pages since reused: node-0, installing its
+// packages, filled 2 GiB three times in its first 10 minutes. When it is
+// full QEMU throws all of it away and translates every hot path again.
+// 2 GiB is QEMU's largest on an x86-64 host (its branches reach ±2 GiB).
+// The cache is mapped, not reserved: a guest takes only the host memory
+// its code needs.
+const TBCacheMiB = 2048
 
 // pvmModule is where a kernel shows PVM (kvm_pvm: KVM without hardware
 // virtualisation, for nested guests). Its /dev/kvm runs SeaBIOS through
