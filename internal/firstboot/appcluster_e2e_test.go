@@ -88,6 +88,12 @@ func TestAppClusterDHCPClock(t *testing.T) {
 		"-o", "jsonpath={.spec.containers[0].readinessProbe.periodSeconds}").CombinedOutput(); err != nil || string(got) != strconv.Itoa(kubeadm.ReadinessPeriodSeconds) {
 		t.Errorf("kube-apiserver-node-0's readiness probe runs every %q s (%v), want %d", got, err, kubeadm.ReadinessPeriodSeconds)
 	}
+	// ... and its /livez waits kubeadm.APIServerEtcdCheckTimeout for etcd.
+	if got, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", appConfPath, "-n", "kube-system", "get", "pod", "kube-apiserver-node-0",
+		"-o", "jsonpath={.spec.containers[0].command}").CombinedOutput(); err != nil ||
+		!strings.Contains(string(got), `"--etcd-healthcheck-timeout=`+kubeadm.APIServerEtcdCheckTimeout.String()+`"`) {
+		t.Errorf("kube-apiserver-node-0 does not wait %s for etcd's health (%v): %s", kubeadm.APIServerEtcdCheckTimeout, err, got)
+	}
 	if !strings.Contains(string(nodes), "node-0") || !strings.Contains(string(nodes), " Ready ") {
 		t.Errorf("node-0 is not Ready")
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -191,6 +192,19 @@ func TestHostMode(t *testing.T) {
 		if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil ||
 			pod.Spec.Containers[0].ReadinessProbe.PeriodSeconds != kubeadm.ReadinessPeriodSeconds {
 			t.Errorf("%s's static Pod (%v) has no readiness probe every %d s:\n%s", c, err, kubeadm.ReadinessPeriodSeconds, data)
+		}
+	}
+
+	// The API server's /livez and /readyz wait kubeadm.APIServerEtcdCheckTimeout
+	// for etcd, not 2 s: a loaded etcd answers slowly, and a failing
+	// /livez is what the kubelet restarts the API server on.
+	if pod, data, err := readStaticPod("kube-apiserver"); err != nil || len(pod.Spec.Containers) == 0 {
+		t.Errorf("kube-apiserver's static Pod (%v):\n%s", err, data)
+	} else {
+		for _, flag := range []string{"--etcd-healthcheck-timeout", "--etcd-readycheck-timeout"} {
+			if want := flag + "=" + kubeadm.APIServerEtcdCheckTimeout.String(); !slices.Contains(pod.Spec.Containers[0].Command, want) {
+				t.Errorf("kube-apiserver's static Pod has no %s:\n%s", want, data)
+			}
 		}
 	}
 

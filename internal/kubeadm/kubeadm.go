@@ -130,6 +130,22 @@ func EtcdArgs() []Arg {
 	return []Arg{{"heartbeat-interval", EtcdHeartbeatIntervalMS}, {"election-timeout", EtcdElectionTimeoutMS}}
 }
 
+// APIServerEtcdCheckTimeout is how long the API server's /livez and
+// /readyz wait for etcd's answer (kube-apiserver's 2 s by default). On a
+// loaded node etcd answers, but slower: the application cluster's API
+// server on a TCG node-0 failed /livez's etcd check for minutes after
+// kubeadm init had passed (TestAppClusterDHCPClock, session 36), and a
+// failing /livez is what the kubelet restarts the API server on. 10 s
+// stays inside kubeadm's probe timeout (15 s); a hung etcd still fails.
+const APIServerEtcdCheckTimeout = 10 * time.Second
+
+// APIServerArgs are the API server's flags on both clusters, beside its
+// encryption at rest (EncryptionAPIServer).
+func APIServerArgs() []Arg {
+	t := APIServerEtcdCheckTimeout.String()
+	return []Arg{{"etcd-healthcheck-timeout", t}, {"etcd-readycheck-timeout", t}}
+}
+
 // Leader election for a control plane whose API server stalls: a
 // controller that cannot renew its Lease within the renew deadline exits
 // (controller-runtime's and kube-controller-manager's defaults: a 15 s

@@ -132,6 +132,7 @@ func NewClusterConfiguration(name, version, endpoint, encryptionConfig string) C
 		ControlPlaneEndpoint: endpoint, EncryptionAlgorithm: KeyAlgorithm}
 	cc.Etcd.Local.ExtraArgs = EtcdArgs()
 	cc.APIServer.ExtraArgs, cc.APIServer.ExtraVolumes = EncryptionAPIServer(encryptionConfig)
+	cc.APIServer.ExtraArgs = append(cc.APIServer.ExtraArgs, APIServerArgs()...)
 	cc.ControllerManager.ExtraArgs = LeaderElectionArgs()
 	cc.Scheduler.ExtraArgs = LeaderElectionArgs()
 	return cc
